@@ -1230,6 +1230,53 @@ def test_a_batch_finished_while_the_next_one_is_searched_for_is_read_not_damage(
     ], [(b.tree.code, b.tree.problem) for b in batches]
 
 
+def test_a_batch_written_between_its_size_and_its_magic_byte_is_read_again(tmp_path, monkeypatch):
+    """A batch's size is read once, its length and magic byte as they are asked for: a
+    broker writing into a preallocated segment's zeros meanwhile gave a size from before
+    the write (12 bytes: no length yet) and a magic byte from after. kdissect read a
+    12-byte batch, then the rest as damage (log_bad_batch and a false sequence_gap, in
+    a helper's stress of a live broker). A batch whose size and length disagree is read
+    again."""
+    from kdissect.protocol import Options
+    from kdissect.sources import logdir
+    from kdissect.sources.logunits import walk
+
+    batch = _segments_of_one_record(tmp_path, "t-0")
+    seg = tmp_path / "t-0" / "00000000000000000000.log"
+    seg.write_bytes(struct.pack(">q", 0) + batch[8:])
+    at = seg.stat().st_size
+    with open(seg, "ab") as f:
+        f.write(struct.pack(">q", 1) + bytes(65536))  # the second begun: its offset only
+    real = logdir.Batch
+    landed: list[int] = []
+
+    class WrittenAfterItsSizeWasRead(real):  # type: ignore[misc,valid-type]
+        def __init__(self, buf, start, end=None):
+            super().__init__(buf, start, end)
+            if start == at and end is None and not landed:
+                with open(seg, "r+b") as f:  # the rest of the write lands now
+                    os.pwrite(f.fileno(), struct.pack(">q", 1) + batch[8:], at)
+                landed.append(start)
+
+    monkeypatch.setattr(logdir, "Batch", WrittenAfterItsSizeWasRead)
+    for values in (False, True):
+        landed.clear()
+        items = list(walk([str(tmp_path / "t-0")], Options(), values=values))
+        batches = [i for i in items if i.kind == "batch"]
+        assert landed == [at]
+        whole = [
+            i.values[0]["position"] if values else (i.tree.offset, i.tree.length)
+            for i in batches[:2]
+            if (i.values is not None) == values and (values or i.tree is not None)
+        ]
+        assert whole == ([0, at] if values else [(0, len(batch)), (at, len(batch))]), [
+            i.tree and (i.tree.code, i.tree.problem) for i in batches
+        ]
+        found = [f for i in items if i.tree is not None for f in i.tree.findings()]
+        found += [f for i in items for f in i.findings]
+        assert [f[1] for f in found] == ["log_zero_tail"], found
+
+
 def test_a_url_log_dir_copied_while_its_broker_trims_and_appends(tmp_path, monkeypatch):
     """A URL's partition is copied file by file. An index trimmed while copied kept the old
     zeros past its new end (a false trailing_bytes, in a helper's stress of a live
