@@ -1277,6 +1277,45 @@ def test_a_batch_written_between_its_size_and_its_magic_byte_is_read_again(tmp_p
         assert [f[1] for f in found] == ["log_zero_tail"], found
 
 
+def test_a_segment_the_cleaner_swaps_in_is_not_judged_by_its_predecessors_index(
+    tmp_path, monkeypatch
+):
+    """The log cleaner swaps a cleaned segment in file by file (renames): a listing may
+    pair the new segment with the old one's index, read before its own replaces it. The
+    old index's entries then named positions past the new, smaller segment
+    (index_past_end and time_index_mismatch, in a helper's stress of a live broker).
+    Entries about to be said to name no batch, of a segment changed in the last seconds,
+    are looked at a moment later: an index replaced meanwhile is not judged. An index
+    that stays is (a log dir copied a moment ago, damaged)."""
+    from kdissect.protocol import Options
+    from kdissect.sources import logdir
+    from kdissect.sources.logunits import walk
+
+    batch = _segments_of_one_record(tmp_path, "t-0")
+    part = tmp_path / "t-0"
+    seg = part / "00000000000000000000.log"
+    seg.write_bytes(batch)  # the cleaned segment: one batch of the old three
+    old_index = struct.pack(">ii", 0, 0) + struct.pack(">ii", 2, 2 * len(batch))
+    (part / "00000000000000000000.index").write_bytes(old_index)
+    swapped_in = part / "00000000000000000000.index.swap"
+    swapped_in.write_bytes(bytes(8))  # the cleaned segment's own index (no entry yet)
+
+    def pause():
+        if swapped_in.exists():  # the cleaner's next rename
+            os.replace(swapped_in, part / "00000000000000000000.index")
+
+    monkeypatch.setattr(logdir, "_pause", pause)
+    items = list(walk([str(part)], Options(), values=False))
+    found = [f for i in items if i.tree is not None for f in i.tree.findings()]
+    assert not [f for f in found if f[1] in ("index_past_end", "index_bad_entry")], found
+    assert not swapped_in.exists()  # (the rename happened while it was read)
+    # the same pairing, not swapped: said
+    (part / "00000000000000000000.index").write_bytes(old_index)
+    items = list(walk([str(part)], Options(), values=False))
+    found = [f for i in items if i.tree is not None for f in i.tree.findings()]
+    assert [f[1] for f in found if f[1].startswith("index")] == ["index_past_end"], found
+
+
 def test_a_url_log_dir_copied_while_its_broker_trims_and_appends(tmp_path, monkeypatch):
     """A URL's partition is copied file by file. An index trimmed while copied kept the old
     zeros past its new end (a false trailing_bytes, in a helper's stress of a live

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any, NamedTuple
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -779,15 +780,20 @@ def _partition_dir(
         group = by_base.get(base, {})
         if base in unread:
             yield from _lost_sight(state, prev, unread[base], base)
+        index_files: dict[str, Path] = {
+            k: group[k] for k in ("offset_index", "time_index") if k in group
+        }
+        inodes = {k: _inode(p) for k, p in index_files.items()}  # (before they are read)
         indexes: dict[str, Node] = {
-            kind: decode_file(group[kind], kind, options)
-            for kind in ("offset_index", "time_index")
-            if kind in group
+            kind: decode_file(p, kind, options) for kind, p in index_files.items()
         }
         if base in txns:
             indexes["txn_index"] = txns[base]
         if "segment" in group:
-            for item in _segment(group["segment"], options, state, "segment", indexes, prev):
+            indexes_replaced = partial(_replaced, index_files, inodes)
+            for item in _segment(
+                group["segment"], options, state, "segment", indexes, prev, indexes_replaced
+            ):
                 yield item
                 if item.tree is not None and item.tree.code in _NOT_READ_WHOLE:
                     # none of it read (gone), or up to where it shrank
@@ -954,8 +960,12 @@ def _segment(
     kind: str,
     indexes: dict[str, Node] | None = None,
     run: _Running | None = None,
+    indexes_replaced: Callable[[], bool] = lambda: False,
 ) -> Iterator[LogItem]:
+    """``indexes_replaced``: whether the files ``indexes`` were read from have been
+    replaced by others of the same names since."""
     opened = _mtime(path)
+    inode = _inode(path)
 
     def written(lately: bool = False) -> bool:
         """Written since it was opened (``lately``: or in the last seconds: mtimes move in
@@ -964,14 +974,41 @@ def _segment(
         now = _mtime(path)
         return now != opened or (lately and now is not None and time.time_ns() - now < _LATELY)
 
+    def swapped() -> bool:
+        """The segment or its indexes replaced by files of another generation since they
+        were read: the log cleaner swaps a cleaned segment in file by file (renames), so
+        a listing may pair a new segment with its predecessor's index (a helper's stress
+        of a live broker: "points past the end of the 0-byte segment"). Asked only before
+        index entries are said to name no batch, of a segment renamed or changed in the
+        last seconds, a moment later (the cleaner's renames follow each other)."""
+        try:
+            changed = os.stat(path).st_ctime_ns
+        except OSError:
+            return True
+        if time.time_ns() - changed >= _LATELY:
+            return False
+        _pause()
+        return _inode(path) != inode or indexes_replaced()
+
     yield from _mapped(
         path,
         state.topic,
         state.partition,
         lambda mm: _segment_items(
-            path, mm, options, state, kind, indexes or {}, run or _Running(), written
+            path, mm, options, state, kind, indexes or {}, run or _Running(), written, swapped
         ),
     )
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _replaced(files: dict[str, Path], inodes: dict[str, int | None]) -> bool:
+    return any(_inode(p) != inodes[k] for k, p in files.items())
 
 
 def _mtime(path: Path) -> int | None:
@@ -1004,6 +1041,7 @@ def _segment_items(
     indexes: dict[str, Node],
     run: _Running,
     written: Callable[..., bool] = lambda lately=False: False,
+    swapped: Callable[[], bool] = lambda: False,
 ) -> Generator[LogItem, None, None]:
     run.aborts = []
     base_name = _base_offset(path)
@@ -1185,7 +1223,9 @@ def _segment_items(
             batch_ends = {k: v for k, v in batch_ends.items() if needed is not None and k >= needed}
         yield item
         pos += total
-    if written():  # entries past the batches read may name batches written since
+    if written() or ((oi < len(oidx) or ti < len(tidx)) and swapped()):
+        # entries past the batches read may name batches written since, or be of
+        # another generation of the segment
         oidx, oi, tidx, ti = [], 0, [], 0
     for e, off, ipos in oidx[oi:]:
         _flag(
