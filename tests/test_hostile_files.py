@@ -1347,3 +1347,42 @@ def test_a_url_log_dir_copied_while_its_broker_trims_and_appends(tmp_path, monke
     assert a0[-1].endswith(".log"), copied  # the segment last
     found = [f for i in items if i.tree is not None for f in i.tree.findings()]
     assert not [f for f in found if f[1] == "trailing_bytes"], found
+
+
+def test_a_url_log_dir_copied_while_the_cleaner_swaps_a_segment_in(tmp_path, monkeypatch):
+    """The log cleaner swaps a cleaned segment in file by file (renames). A URL's copy
+    took the old index, then the new, smaller segment: the index named positions past
+    its end (index_past_end, in a helper's stress of a live broker). A segment's files
+    replaced since they were copied are copied again."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    from kdissect.protocol import Options
+    from kdissect.sources.logunits import walk
+
+    root = _log_dir(tmp_path / "logs")
+    batch = _segments_of_one_record(root, "a-0")
+    part = root / "a-0"
+    index = part / "00000000000000000000.index"
+    seg = part / "00000000000000000000.log"
+    seg.write_bytes(batch * 3)  # before cleaning: three batches, an entry for the third
+    index.write_bytes(struct.pack(">ii", 2, 2 * len(batch)))
+    real_get = LocalFileSystem.get_file
+    swapped: list[str] = []
+
+    def get_then_swap(self, rpath, lpath, *args, **kwargs):
+        real_get(self, rpath, lpath, *args, **kwargs)
+        if Path(rpath) == index and not swapped:  # the cleaner swaps its segment in now
+            cleaned = part / "cleaned.tmp"
+            cleaned.write_bytes(batch)
+            os.replace(cleaned, seg)
+            cleaned.write_bytes(bytes(8))  # its index: no entry
+            os.replace(cleaned, index)
+            swapped.append(rpath)
+
+    monkeypatch.setattr(LocalFileSystem, "get_file", get_then_swap)
+    items = list(walk([root.as_uri()], Options(), values=False))
+    assert swapped
+    found = [f for i in items if i.tree is not None for f in i.tree.findings()]
+    assert not [f for f in found if f[1].startswith("index")], found
+    batches = [i for i in items if i.kind == "batch" and i.tree is not None]
+    assert len(batches) == 1

@@ -437,7 +437,7 @@ def decode_file(path: Path, kind: str, options: Options) -> Node:
         else:  # listed, then gone
             why = _cannot_read_text(FileNotFoundError(errno.ENOENT, ""))
         return Node(path.name, "file", 0, 0, problem=why, code="unreadable_file")
-    base = _base_offset(path)
+    base = base_offset(path)
     if kind == "offset_index":
         return ondisk.offset_index(data, base)
     if kind == "time_index":
@@ -459,7 +459,8 @@ def decode_file(path: Path, kind: str, options: Options) -> Node:
     raise LogError(f"{path}: not a file kind kdissect decodes whole")
 
 
-def _base_offset(path: Path) -> int:
+def base_offset(path: Path) -> int:
+    """The offset a segment's files (or a snapshot) are named by: their first offset."""
     digits = path.name.split(".", 1)[0].split("-", 1)[0]
     return int(digits) if digits.isdigit() else 0
 
@@ -734,7 +735,7 @@ def _partition_dir(
         if kind is None or p.suffix in (".deleted", ".cleaned", ".swap"):
             continue  # being deleted or swapped in: not part of the partition's log
         if kind in ("offset_index", "time_index", "txn_index", "segment"):
-            by_base.setdefault(_base_offset(p), {})[kind] = p
+            by_base.setdefault(base_offset(p), {})[kind] = p
             continue
         if kind == "kafka07":
             yield from _kafka07(p, topic, partition)
@@ -755,7 +756,7 @@ def _partition_dir(
             and not (crc is not None and crc.code == "crc_mismatch")
         ):
             entries = tree.child("producer_entries")
-            state.snapshots[_base_offset(p)] = {
+            state.snapshots[base_offset(p)] = {
                 _value(e, "producer_id"): (
                     _value(e, "epoch"),
                     _value(e, "last_sequence"),
@@ -821,7 +822,7 @@ def _gap_at(path: Path) -> int | None:
     one being deleted or swapped in)."""
     if file_kind(path) != "segment" or path.suffix in (".deleted", ".cleaned", ".swap"):
         return None
-    return _base_offset(path)
+    return base_offset(path)
 
 
 def _lost_sight(
@@ -1044,7 +1045,7 @@ def _segment_items(
     swapped: Callable[[], bool] = lambda: False,
 ) -> Generator[LogItem, None, None]:
     run.aborts = []
-    base_name = _base_offset(path)
+    base_name = base_offset(path)
     family = "metadata" if kind == "kraft_snapshot" else family_of(state.topic)
     size = len(mm)
     # index entries, in file order (positions and offsets grow: merged as batches pass)
@@ -1444,7 +1445,7 @@ def _check_alone(path: Path, indexes: dict[str, Node]) -> None:
     """What an index shows without its segment: offsets (and, in a time index,
     timestamps) that go backwards; an offset index's positions too. (With the segment,
     ``_segment`` checks every entry against the batches.)"""
-    oidx, tidx = _entries(indexes, _base_offset(path))
+    oidx, tidx = _entries(indexes, base_offset(path))
     _monotonic(oidx, 1, "offsets")
     _monotonic(oidx, 2, "positions")
     _monotonic(tidx, 1, "timestamps")
@@ -1740,7 +1741,7 @@ def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[L
 def _kafka07_items(
     path: Path, mm: Any, topic: str | None, partition: int | None
 ) -> Generator[LogItem, None, None]:
-    base = _base_offset(path)
+    base = base_offset(path)
     size = len(mm)
     pos = 0
     while pos < size:

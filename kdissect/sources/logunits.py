@@ -129,8 +129,24 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
                 skipped.append(logdir.cannot_read(local, topic, partition, e))
             # segments last: an index or snapshot copied after its segment may name batches
             # a running broker appended since (copied first, it names fewer)
-            for f in sorted(files, key=lambda f: f.endswith(".log")):
-                skipped += _copied(fs, _fs(_join(unit.path, f))[1], local / f, topic, partition)
+            files.sort(key=lambda f: f.endswith(".log"))
+            inodes = {}
+            for f in files:
+                src = _fs(_join(unit.path, f))[1]
+                inodes[f] = _inode(fs, src)
+                skipped += _copied(fs, src, local / f, topic, partition)
+            # the log cleaner swaps a cleaned segment in file by file (renames): copied
+            # meanwhile, a segment's files may be of two generations (its index named
+            # positions past the new, smaller segment). Those of a base offset with a file
+            # replaced since are copied again, once (where the filesystem says inodes)
+            again = {
+                _segment_base(f)
+                for f in files
+                if _inode(fs, _fs(_join(unit.path, f))[1]) != inodes[f]
+            }
+            for f in files:
+                if _segment_base(f) in again - {None} and (local / f).exists():
+                    skipped += _copied(fs, _fs(_join(unit.path, f))[1], local / f, topic, partition)
             skipped += [
                 logdir.not_regular(local / f, topic, partition)
                 for f in others
@@ -154,6 +170,22 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             rel = os.path.relpath(item.path, local)
             item.url = base if rel == "." else f"{base}/{rel}"
             yield item
+
+
+def _inode(fs, path: str) -> int | None:
+    """The file's inode where the filesystem tells it (a local one), else None."""
+    try:
+        ino = fs.info(path).get("ino")
+    except OSError:
+        return None
+    return ino if isinstance(ino, int) else None
+
+
+def _segment_base(name: str) -> int | None:
+    """The base offset of a segment's own files (its log and indexes), else None."""
+    if logdir.file_kind(Path(name)) not in ("segment", "offset_index", "time_index", "txn_index"):
+        return None
+    return logdir.base_offset(Path(name))
 
 
 def _copied(fs, src: str, dst: Path, topic: str | None, partition: int | None) -> list[LogItem]:
