@@ -570,6 +570,15 @@ register(
     "the rest is read",
 )
 register(
+    "index_without_segment",
+    "warn",
+    "storage",
+    "an index whose segment is not in the partition directory: a running broker was "
+    "deleting or swapping that segment in (retention, the log cleaner) when it was "
+    "listed, or the segment is lost (Kafka deletes such an index when it starts); the "
+    "checks across batches start again after it",
+)
+register(
     "log_shrank_while_read",
     "warn",
     "storage",

@@ -809,7 +809,17 @@ def _partition_dir(
             )
         # after their segment: the checks against it have marked their entries
         for kind, tree in indexes.items():
-            yield LogItem(kind, group[kind], topic, partition, tree)
+            item = LogItem(kind, group[kind], topic, partition, tree)
+            if "segment" not in group:
+                item.findings.append(
+                    Finding(
+                        "index_without_segment",
+                        f"no {base:020d}.log beside it: a running broker was deleting or "
+                        f"swapping in that segment when the directory was listed, or it "
+                        f"is lost (Kafka deletes such an index when it starts)",
+                    )
+                )
+            yield item
 
 
 # a segment's items that say it was not read (whole): deleted or truncated by a running
