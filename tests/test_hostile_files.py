@@ -1366,11 +1366,15 @@ def test_a_url_log_dir_copied_while_the_cleaner_swaps_a_segment_in(tmp_path, mon
     seg = part / "00000000000000000000.log"
     seg.write_bytes(batch * 3)  # before cleaning: three batches, an entry for the third
     index.write_bytes(struct.pack(">ii", 2, 2 * len(batch)))
+    later = part / "00000000000000000003.log"
+    later.write_bytes(struct.pack(">q", 3) + batch[8:])
     real_get = LocalFileSystem.get_file
     swapped: list[str] = []
 
     def get_then_swap(self, rpath, lpath, *args, **kwargs):
         real_get(self, rpath, lpath, *args, **kwargs)
+        if Path(rpath) == later:
+            later.unlink()  # deleted once copied (retention): kept as copied
         if Path(rpath) == index and not swapped:  # the cleaner swaps its segment in now
             cleaned = part / "cleaned.tmp"
             cleaned.write_bytes(batch)
@@ -1385,4 +1389,5 @@ def test_a_url_log_dir_copied_while_the_cleaner_swaps_a_segment_in(tmp_path, mon
     found = [f for i in items if i.tree is not None for f in i.tree.findings()]
     assert not [f for f in found if f[1].startswith("index")], found
     batches = [i for i in items if i.kind == "batch" and i.tree is not None]
-    assert len(batches) == 1
+    assert [b.path.name for b in batches] == [seg.name, later.name], [(i.kind, i.path.name, i.tree and i.tree.code) for i in items]
+    assert not [i for i in items if i.tree is not None and i.tree.code == "unreadable_file"]

@@ -130,7 +130,7 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             # segments last: an index or snapshot copied after its segment may name batches
             # a running broker appended since (copied first, it names fewer)
             files.sort(key=lambda f: f.endswith(".log"))
-            inodes = {}
+            inodes: dict[str, int | None] = {}
             for f in files:
                 src = _fs(_join(unit.path, f))[1]
                 inodes[f] = _inode(fs, src)
@@ -138,11 +138,14 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             # the log cleaner swaps a cleaned segment in file by file (renames): copied
             # meanwhile, a segment's files may be of two generations (its index named
             # positions past the new, smaller segment). Those of a base offset with a file
-            # replaced since are copied again, once (where the filesystem says inodes)
+            # replaced since (another file under its name; one deleted since is kept as
+            # copied) are copied again, once
             again = {
                 _segment_base(f)
                 for f in files
-                if _inode(fs, _fs(_join(unit.path, f))[1]) != inodes[f]
+                if inodes[f] is not None
+                and (now := _inode(fs, _fs(_join(unit.path, f))[1])) is not None
+                and now != inodes[f]
             }
             for f in files:
                 if _segment_base(f) in again - {None} and (local / f).exists():
@@ -173,7 +176,11 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
 
 
 def _inode(fs, path: str) -> int | None:
-    """The file's inode where the filesystem tells it (a local one), else None."""
+    """The file's inode on a local filesystem (``file://``), else None (not asked of
+    object stores: a request per file, and no broker writes there)."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if "file" not in protocols:
+        return None
     try:
         ino = fs.info(path).get("ino")
     except OSError:
@@ -193,12 +200,15 @@ def _copied(fs, src: str, dst: Path, topic: str | None, partition: int | None) -
     was listed, no right to read it)."""
     try:
         fs.get(src, str(dst))
-        now = fs.size(src)  # trimmed while copied (a broker trims an index when it rolls)
-        if now is not None and now < dst.stat().st_size:
-            os.truncate(dst, now)  # past its new end is not the file's
     except OSError as e:
         dst.unlink(missing_ok=True)  # (a part copied)
         return [logdir.cannot_read(dst, topic, partition, e)]
+    try:
+        now = fs.size(src)  # trimmed while copied (a broker trims an index when it rolls)
+    except OSError:  # deleted once copied (retention): kept as copied
+        return []
+    if now is not None and now < dst.stat().st_size:
+        os.truncate(dst, now)  # past its new end is not the file's
     return []
 
 
