@@ -1328,9 +1328,11 @@ def test_a_url_log_dir_copied_while_its_broker_trims_and_appends(tmp_path, monke
     from kdissect.sources.logunits import walk
 
     root = _log_dir(tmp_path / "logs")
-    _segments_of_one_record(root, "a-0")
+    batch = _segments_of_one_record(root, "a-0")
     timeindex = root / "a-0" / "00000000000000000000.timeindex"
     timeindex.write_bytes(struct.pack(">qi", 0, 0) + bytes(10 * 2**20 - 12))  # preallocated
+    later = root / "a-0" / "00000000000000000003.log"
+    later.write_bytes(struct.pack(">q", 3) + batch[8:])
     real_get = LocalFileSystem.get_file
     copied: list[str] = []
 
@@ -1339,6 +1341,8 @@ def test_a_url_log_dir_copied_while_its_broker_trims_and_appends(tmp_path, monke
         copied.append(Path(rpath).name)
         if Path(rpath) == timeindex:
             os.truncate(timeindex, 12)  # the segment rolled while the index was copied
+        if Path(rpath) == later:
+            later.unlink()  # deleted once copied (retention): kept as copied
 
     monkeypatch.setattr(LocalFileSystem, "get_file", get_then_trim)
     items = list(walk([root.as_uri()], Options(), values=False))
@@ -1347,13 +1351,17 @@ def test_a_url_log_dir_copied_while_its_broker_trims_and_appends(tmp_path, monke
     assert a0[-1].endswith(".log"), copied  # the segment last
     found = [f for i in items if i.tree is not None for f in i.tree.findings()]
     assert not [f for f in found if f[1] == "trailing_bytes"], found
+    # a segment deleted once copied (retention) is read as copied
+    batches = [i.path.name for i in items if i.kind == "batch" and i.tree is not None]
+    assert later.name in batches
+    assert not [i for i in items if i.tree is not None and i.tree.code == "unreadable_file"]
 
 
 def test_a_url_log_dir_copied_while_the_cleaner_swaps_a_segment_in(tmp_path, monkeypatch):
     """The log cleaner swaps a cleaned segment in file by file (renames). A URL's copy
     took the old index, then the new, smaller segment: the index named positions past
-    its end (index_past_end, in a helper's stress of a live broker). A segment's files
-    replaced since they were copied are copied again."""
+    its end (index_past_end, in a helper's stress of a live broker). A partition with a
+    file replaced while it was copied is copied again."""
     from fsspec.implementations.local import LocalFileSystem
 
     from kdissect.protocol import Options
@@ -1366,15 +1374,11 @@ def test_a_url_log_dir_copied_while_the_cleaner_swaps_a_segment_in(tmp_path, mon
     seg = part / "00000000000000000000.log"
     seg.write_bytes(batch * 3)  # before cleaning: three batches, an entry for the third
     index.write_bytes(struct.pack(">ii", 2, 2 * len(batch)))
-    later = part / "00000000000000000003.log"
-    later.write_bytes(struct.pack(">q", 3) + batch[8:])
     real_get = LocalFileSystem.get_file
     swapped: list[str] = []
 
     def get_then_swap(self, rpath, lpath, *args, **kwargs):
         real_get(self, rpath, lpath, *args, **kwargs)
-        if Path(rpath) == later:
-            later.unlink()  # deleted once copied (retention): kept as copied
         if Path(rpath) == index and not swapped:  # the cleaner swaps its segment in now
             cleaned = part / "cleaned.tmp"
             cleaned.write_bytes(batch)
@@ -1389,5 +1393,46 @@ def test_a_url_log_dir_copied_while_the_cleaner_swaps_a_segment_in(tmp_path, mon
     found = [f for i in items if i.tree is not None for f in i.tree.findings()]
     assert not [f for f in found if f[1].startswith("index")], found
     batches = [i for i in items if i.kind == "batch" and i.tree is not None]
-    assert [b.path.name for b in batches] == [seg.name, later.name], [(i.kind, i.path.name, i.tree and i.tree.code) for i in items]
-    assert not [i for i in items if i.tree is not None and i.tree.code == "unreadable_file"]
+    assert [b.path.name for b in batches] == [seg.name]
+
+
+def test_a_url_log_dir_copied_while_the_cleaner_merges_segments(tmp_path, monkeypatch):
+    """The cleaner merges segments into the first of them and deletes the others. Copied
+    before the merge, the others stayed in the copy beside the merged segment copied
+    again: their batches overlapped it (offset_not_monotonic, in a helper's fourth stress
+    of a live broker). A partition with a file replaced while it was copied is copied
+    again whole, from a new listing."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    from kdissect.protocol import Options
+    from kdissect.sources.logunits import walk
+
+    root = _log_dir(tmp_path / "logs")
+    batch = _segments_of_one_record(root, "a-0")
+    part = root / "a-0"
+    first, second = part / "00000000000000000000.log", part / "00000000000000000003.log"
+    third = struct.pack(">q", 3) + batch[8:]
+    second.write_bytes(third)
+    real_get = LocalFileSystem.get_file
+    merged: list[str] = []
+
+    def get_then_merge(self, rpath, lpath, *args, **kwargs):
+        real_get(self, rpath, lpath, *args, **kwargs)
+        if Path(rpath) == second and not merged:  # both copied: the cleaner merges them
+            swap = part / "00000000000000000000.log.swap"
+            swap.write_bytes(batch + third)
+            os.replace(swap, first)
+            second.unlink()
+            merged.append(rpath)
+
+    monkeypatch.setattr(LocalFileSystem, "get_file", get_then_merge)
+    items = list(walk([root.as_uri()], Options(), values=False))
+    assert merged
+    found = [f[1] for i in items if i.tree is not None for f in i.tree.findings()]
+    found += [f.code for i in items for f in i.findings]
+    assert "offset_not_monotonic" not in found, found  # (offsets 1..2: compacted away)
+    batches = [i for i in items if i.kind == "batch" and i.tree is not None]
+    assert [(b.path.name, b.tree.offset) for b in batches] == [
+        (first.name, 0),
+        (first.name, len(batch)),
+    ]

@@ -719,6 +719,7 @@ def _partition_dir(
         state.log_start, state.log_start_from = starts[(topic, partition)], "checkpoint"
     try:
         files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
+        names = {p.name for p in files}
     except OSError as e:  # e.g. deleted (renamed to -delete) after its log dir was listed
         yield cannot_read(path, topic, partition, e)
         return
@@ -810,7 +811,15 @@ def _partition_dir(
         # after their segment: the checks against it have marked their entries
         for kind, tree in indexes.items():
             item = LogItem(kind, group[kind], topic, partition, tree)
-            if "segment" not in group:
+            # said only of a segment without a trace: one listed and not readable has
+            # its own item, and Kafka renames a segment it deletes or swaps file by
+            # file, its log first (to .deleted, or from .swap: retention's normal path)
+            if (
+                "segment" not in group
+                and base not in unread
+                and tree.code != "unreadable_file"
+                and not any(n.startswith(f"{base:020d}.log") for n in names)
+            ):
                 item.findings.append(
                     Finding(
                         "index_without_segment",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import posixpath
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -122,39 +123,7 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             skipped += _copied(fs, p, local, None, None)
         else:
             local.mkdir()
-            try:
-                files, _, others = _listing(unit.path)
-            except OSError as e:  # listed with its log dir, gone since
-                files, others = [], []
-                skipped.append(logdir.cannot_read(local, topic, partition, e))
-            # segments last: an index or snapshot copied after its segment may name batches
-            # a running broker appended since (copied first, it names fewer)
-            files.sort(key=lambda f: f.endswith(".log"))
-            inodes: dict[str, int | None] = {}
-            for f in files:
-                src = _fs(_join(unit.path, f))[1]
-                inodes[f] = _inode(fs, src)
-                skipped += _copied(fs, src, local / f, topic, partition)
-            # the log cleaner swaps a cleaned segment in file by file (renames): copied
-            # meanwhile, a segment's files may be of two generations (its index named
-            # positions past the new, smaller segment). Those of a base offset with a file
-            # replaced since (another file under its name; one deleted since is kept as
-            # copied) are copied again, once
-            again = {
-                _segment_base(f)
-                for f in files
-                if inodes[f] is not None
-                and (now := _inode(fs, _fs(_join(unit.path, f))[1])) is not None
-                and now != inodes[f]
-            }
-            for f in files:
-                if _segment_base(f) in again - {None} and (local / f).exists():
-                    skipped += _copied(fs, _fs(_join(unit.path, f))[1], local / f, topic, partition)
-            skipped += [
-                logdir.not_regular(local / f, topic, partition)
-                for f in others
-                if logdir.file_kind(Path(f)) is not None  # (others are not read locally either)
-            ]
+            skipped += _copy_partition(fs, unit.path, local, topic, partition)
         hw_dir = None
         if unit.log_dir is not None:  # the checkpoints of high watermarks, log starts
             for name in ("replication-offset-checkpoint", "log-start-offset-checkpoint"):
@@ -175,6 +144,43 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             yield item
 
 
+def _copy_partition(
+    fs, url: str, local: Path, topic: str | None, partition: int | None, again: bool = True
+) -> list[LogItem]:
+    """A URL's partition directory copied file by file into ``local``: the items of what
+    could not be copied. The log cleaner swaps a cleaned segment in file by file (renames)
+    and deletes the segments it merged: copied meanwhile, a segment's files were of two
+    generations (an index naming positions past the new, smaller segment) and merged
+    segments overlapped the new one. A partition with a file replaced while it was copied
+    (another file under its name, where the filesystem tells inodes) is copied again
+    whole, once (``again``)."""
+    skipped: list[LogItem] = []
+    try:
+        files, _, others = _listing(url)
+    except OSError as e:  # listed with its log dir, gone since
+        return [logdir.cannot_read(local, topic, partition, e)]
+    # segments last: an index or snapshot copied after its segment may name batches a
+    # running broker appended since (copied first, it names fewer)
+    files.sort(key=lambda f: f.endswith(".log"))
+    inodes: dict[str, int | None] = {}
+    for f in files:
+        src = _fs(_join(url, f))[1]
+        inodes[f] = _inode(fs, src)
+        skipped += _copied(fs, src, local / f, topic, partition)
+    if again and any(
+        ino is not None and (now := _inode(fs, _fs(_join(url, f))[1])) is not None and now != ino
+        for f, ino in inodes.items()
+    ):
+        shutil.rmtree(local)
+        local.mkdir()
+        return _copy_partition(fs, url, local, topic, partition, again=False)
+    return skipped + [
+        logdir.not_regular(local / f, topic, partition)
+        for f in others
+        if logdir.file_kind(Path(f)) is not None  # (others are not read locally either)
+    ]
+
+
 def _inode(fs, path: str) -> int | None:
     """The file's inode on a local filesystem (``file://``), else None (not asked of
     object stores: a request per file, and no broker writes there)."""
@@ -186,13 +192,6 @@ def _inode(fs, path: str) -> int | None:
     except OSError:
         return None
     return ino if isinstance(ino, int) else None
-
-
-def _segment_base(name: str) -> int | None:
-    """The base offset of a segment's own files (its log and indexes), else None."""
-    if logdir.file_kind(Path(name)) not in ("segment", "offset_index", "time_index", "txn_index"):
-        return None
-    return logdir.base_offset(Path(name))
 
 
 def _copied(fs, src: str, dst: Path, topic: str | None, partition: int | None) -> list[LogItem]:
