@@ -437,7 +437,7 @@ def decode_file(path: Path, kind: str, options: Options) -> Node:
         else:  # listed, then gone
             why = _cannot_read_text(FileNotFoundError(errno.ENOENT, ""))
         return Node(path.name, "file", 0, 0, problem=why, code="unreadable_file")
-    base = base_offset(path)
+    base = _base_offset(path)
     if kind == "offset_index":
         return ondisk.offset_index(data, base)
     if kind == "time_index":
@@ -459,8 +459,7 @@ def decode_file(path: Path, kind: str, options: Options) -> Node:
     raise LogError(f"{path}: not a file kind kdissect decodes whole")
 
 
-def base_offset(path: Path) -> int:
-    """The offset a segment's files (or a snapshot) are named by: their first offset."""
+def _base_offset(path: Path) -> int:
     digits = path.name.split(".", 1)[0].split("-", 1)[0]
     return int(digits) if digits.isdigit() else 0
 
@@ -733,10 +732,10 @@ def _partition_dir(
             if (gap := _gap_at(p)) is not None:
                 unread[gap] = p
             continue
-        if kind is None or p.suffix in (".deleted", ".cleaned", ".swap"):
+        if kind is None or p.suffix in _BEING_REPLACED:
             continue  # being deleted or swapped in: not part of the partition's log
         if kind in ("offset_index", "time_index", "txn_index", "segment"):
-            by_base.setdefault(base_offset(p), {})[kind] = p
+            by_base.setdefault(_base_offset(p), {})[kind] = p
             continue
         if kind == "kafka07":
             yield from _kafka07(p, topic, partition)
@@ -757,7 +756,7 @@ def _partition_dir(
             and not (crc is not None and crc.code == "crc_mismatch")
         ):
             entries = tree.child("producer_entries")
-            state.snapshots[base_offset(p)] = {
+            state.snapshots[_base_offset(p)] = {
                 _value(e, "producer_id"): (
                     _value(e, "epoch"),
                     _value(e, "last_sequence"),
@@ -801,13 +800,12 @@ def _partition_dir(
                     # none of it read (gone), or up to where it shrank
                     gone = item.tree.code == "unreadable_file"
                     yield from _lost_sight(state, prev, item.path, base if gone else None)
-        elif "offset_index" in group or "time_index" in group:
-            _check_alone(group.get("offset_index") or group["time_index"], indexes)
+        elif index_files:
+            alone = next(iter(index_files.values()))
+            _check_alone(alone, indexes)
             # indexes without their segment: one a running broker deleted (the cleaner,
             # retention) between their listing and its own, or lost: a gap in the log
-            yield from _lost_sight(
-                state, prev, group.get("offset_index") or group["time_index"], base
-            )
+            yield from _lost_sight(state, prev, alone, base)
         # after their segment: the checks against it have marked their entries
         for kind, tree in indexes.items():
             item = LogItem(kind, group[kind], topic, partition, tree)
@@ -831,6 +829,8 @@ def _partition_dir(
             yield item
 
 
+# a file being deleted (retention), or swapped in by the log cleaner: not part of the log
+_BEING_REPLACED = (".deleted", ".cleaned", ".swap")
 # a segment's items that say it was not read (whole): deleted or truncated by a running
 # broker between the listing and the read
 _NOT_READ_WHOLE = ("unreadable_file", "log_shrank_while_read")
@@ -839,9 +839,9 @@ _NOT_READ_WHOLE = ("unreadable_file", "log_shrank_while_read")
 def _gap_at(path: Path) -> int | None:
     """The base offset of a segment of the partition's log that could not be read (not
     one being deleted or swapped in)."""
-    if file_kind(path) != "segment" or path.suffix in (".deleted", ".cleaned", ".swap"):
+    if file_kind(path) != "segment" or path.suffix in _BEING_REPLACED:
         return None
-    return base_offset(path)
+    return _base_offset(path)
 
 
 def _lost_sight(
@@ -910,7 +910,7 @@ def read_beside(segment: Path) -> list[Path]:
         for p in files
         if (
             file_kind(p) == "txn_index"
-            and not p.name.endswith((".deleted", ".cleaned", ".swap"))
+            and not p.name.endswith(_BEING_REPLACED)
             or p.name == "leader-epoch-checkpoint"
         )
         and p.is_file()
@@ -1064,7 +1064,7 @@ def _segment_items(
     swapped: Callable[[], bool] = lambda: False,
 ) -> Generator[LogItem, None, None]:
     run.aborts = []
-    base_name = base_offset(path)
+    base_name = _base_offset(path)
     family = "metadata" if kind == "kraft_snapshot" else family_of(state.topic)
     size = len(mm)
     # index entries, in file order (positions and offsets grow: merged as batches pass)
@@ -1464,7 +1464,7 @@ def _check_alone(path: Path, indexes: dict[str, Node]) -> None:
     """What an index shows without its segment: offsets (and, in a time index,
     timestamps) that go backwards; an offset index's positions too. (With the segment,
     ``_segment`` checks every entry against the batches.)"""
-    oidx, tidx = _entries(indexes, base_offset(path))
+    oidx, tidx = _entries(indexes, _base_offset(path))
     _monotonic(oidx, 1, "offsets")
     _monotonic(oidx, 2, "positions")
     _monotonic(tidx, 1, "timestamps")
@@ -1760,7 +1760,7 @@ def _kafka07(path: Path, topic: str | None, partition: int | None) -> Iterator[L
 def _kafka07_items(
     path: Path, mm: Any, topic: str | None, partition: int | None
 ) -> Generator[LogItem, None, None]:
-    base = base_offset(path)
+    base = _base_offset(path)
     size = len(mm)
     pos = 0
     while pos < size:

@@ -162,14 +162,14 @@ def _copy_partition(
     # segments last: an index or snapshot copied after its segment may name batches a
     # running broker appended since (copied first, it names fewer)
     files.sort(key=lambda f: f.endswith(".log"))
-    inodes: dict[str, int | None] = {}
+    copied: list[tuple[str, int | None]] = []  # (source path, its inode when copied)
     for f in files:
         src = _fs(_join(url, f))[1]
-        inodes[f] = _inode(fs, src)
+        copied.append((src, _inode(fs, src)))
         skipped += _copied(fs, src, local / f, topic, partition)
     if again and any(
-        ino is not None and (now := _inode(fs, _fs(_join(url, f))[1])) is not None and now != ino
-        for f, ino in inodes.items()
+        ino is not None and (now := _inode(fs, src)) is not None and now != ino
+        for src, ino in copied
     ):
         shutil.rmtree(local)
         local.mkdir()
