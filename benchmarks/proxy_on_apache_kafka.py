@@ -22,14 +22,16 @@ on a shared machine state it beside the figures.
 
     .venv/bin/python benchmarks/proxy_on_apache_kafka.py [--nodes 1] [--repeats 5]
         [--records 200000] [--size 1024] [--clients java,rdkafka] [--only consume]
-        [--forwarding-only] [--relay] [--relay-mode copy,splice] [--relay-only]
+        [--forwarding-only] [--relay] [--relay-mode copy,splice,framed] [--relay-only]
         [--proxy-root DIR] [--compare DIR] [--latency 2000]
 
 ``--relay`` adds a run through a plain copy relay (copy_relay.py): the cost of any
 second hop through user space on this machine, the ceiling to read the proxy against.
 ``--relay-mode`` says which relays (comma-separated, each its own process in front of its
-own listener of the node, a run each per round): copy (the default) or splice
-(copy_relay.py --splice: socket -> pipe -> socket, the bytes never in user space).
+own listener of the node, a run each per round): copy (the default), splice
+(copy_relay.py --splice: socket -> pipe -> socket, the bytes never in user space) or
+framed (copy_relay.py --framed: the copy relay's threads also frame, pair and feed a
+display pipe, as a forwarder with a thread per direction would).
 ``--relay-only`` leaves the proxy out: direct and the relays only, their order rotating
 each round, with each relay's CPU seconds per run.
 ``--only consume`` produces each client's records once (direct) and then times only the
@@ -280,7 +282,8 @@ def rdkafka_consume(bootstrap: str, topic: str, records: int) -> float:
 
 CLIENTS = {"java": (java_produce, java_consume), "rdkafka": (rdkafka_produce, rdkafka_consume)}
 # runs beside direct and the proxy in a round, and how their ratios are labelled
-RELAY_MODES = ("copy", "splice")  # copy_relay.py's: plain copies, or splice(2)
+# copy_relay.py's: plain copies, splice(2), or copies framed and fed to a display pipe
+RELAY_MODES = ("copy", "splice", "framed")
 ARMS = (
     ("old", "old"),
     *((f"relay-{mode}", f"{mode} relay") for mode in RELAY_MODES),
@@ -293,7 +296,7 @@ class Relay:
 
     def __init__(self, mode: str, port: int, upstream: int):
         self.port = port
-        flags = ["--splice"] if mode == "splice" else []
+        flags = [f"--{mode}"] if mode != "copy" else []
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "benchmarks" / "copy_relay.py"), *flags]
             + [str(port), str(upstream)]
@@ -303,8 +306,8 @@ class Relay:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def cpu(self) -> tuple[float, float]:
-        return _cpu_seconds(self.proc.pid), 0.0
+    def cpu(self) -> tuple[float, float]:  # (the relay, its display pipe's reader)
+        return _cpu_seconds(self.proc.pid), sum(map(_cpu_seconds, _children(self.proc.pid)))
 
     def settle(self) -> None:
         pass
@@ -503,7 +506,8 @@ def main() -> None:
         "--relay-mode",
         default="copy",
         help="with --relay: which relays, comma-separated: copy (recv_into + sendall), "
-        "splice (socket -> pipe -> socket, no copy through user space); default copy",
+        "splice (socket -> pipe -> socket, no copy through user space), framed (copies, "
+        "each message also framed, paired and put on a display pipe); default copy",
     )
     ap.add_argument(
         "--proxy-option",
@@ -722,7 +726,8 @@ def main() -> None:
             fwd = statistics.median(p[0] for p in pairs)
             disp = statistics.median(p[1] for p in pairs)
             if "(relay-" in what:
-                print(f"  CPU per run, {what}: relay {fwd:.2f} s")
+                reader = f", its display pipe's reader {disp:.2f} s" if "framed" in what else ""
+                print(f"  CPU per run, {what}: relay {fwd:.2f} s{reader}")
                 continue
             print(f"  CPU per proxied run, {what}: forwarder {fwd:.2f} s, display {disp:.2f} s")
         for line in summary.splitlines():

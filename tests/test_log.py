@@ -612,6 +612,42 @@ def test_a_newer_epoch_marker_resets_the_producer_state(tmp_path):
     assert findings(jsonl(str(part))) == ["producer_state_mismatch"]
 
 
+def test_a_snapshot_naming_a_batch_the_cleaner_may_have_removed_says_so(tmp_path):
+    """On a compacted partition the cleaner removes a batch whose records all have newer
+    values once its producer has written a later one: a snapshot taken before can name
+    it. The mismatch is said with that reading when cleaner-offset-checkpoint shows the
+    batch in the cleaned part of the log, and without it otherwise."""
+    log_dir = tmp_path / "logs"
+    part = log_dir / "compacted-0"
+    part.mkdir(parents=True)
+    first = batch(2, 0, 0, [(b"a", b"1"), (b"b", b"2")], pid=7, epoch=0, seq=0)
+    later = batch(2, 0, 4, [(b"c", b"3"), (b"d", b"4")], pid=7, epoch=0, seq=4)
+    (part / "00000000000000000000.log").write_bytes(first + later)  # 2-3: cleaned away
+    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 7, 0, 3, 3, 1, 1700000000000, 0, -1)
+    (part / "00000000000000000004.snapshot").write_bytes(
+        struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    )
+    (log_dir / "meta.properties").write_text("version=1\nnode.id=1\n")
+
+    def said(cleaned_below: int | None) -> str:
+        checkpoint = log_dir / "cleaner-offset-checkpoint"
+        checkpoint.unlink(missing_ok=True)
+        if cleaned_below is not None:
+            checkpoint.write_text(f"0\n1\ncompacted 0 {cleaned_below}\n")
+        objs = jsonl(str(log_dir))
+        [detail] = [
+            f["detail"]
+            for o in objs
+            for f in o.get("findings", [])
+            if f["code"] == "producer_state_mismatch"
+        ]
+        return detail
+
+    assert "log cleaner has cleaned below offset 6" in said(6)
+    assert "cleaner" not in said(None)
+    assert "cleaner" not in said(3)  # the batch the snapshot names is not cleaned yet
+
+
 def test_preallocated_index_is_read_cheaply(tmp_path):
     import time
     from kdissect.protocol.ondisk import offset_index

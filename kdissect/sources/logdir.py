@@ -264,6 +264,7 @@ class _Partition:
     # "epochs" says which
     log_start: int | None = None
     log_start_from: str = ""
+    cleaned: int | None = None  # cleaner-offset-checkpoint's: the log is cleaned below it
 
 
 def partition_of(path: Path) -> tuple[str | None, int | None]:
@@ -628,8 +629,7 @@ def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogIte
                 )
             )
         yield item
-    hws = high_watermarks(path)
-    starts = checkpoint_offsets(path, "log-start-offset-checkpoint")
+    marks = dir_checkpoints(path)
     for p in sorted(path.iterdir()):
         # (one gone since the listing is said: a running broker renames a deleted topic's)
         if partition_of(p)[0] and (p.is_dir() or not os.path.lexists(p)):
@@ -637,7 +637,7 @@ def _log_dir(path: Path, options: Options, conv: Conv = None) -> Iterator[LogIte
             if bad is not None:
                 yield bad
                 continue
-            yield from _partition_dir(p, options, hws, conv, clean, starts)
+            yield from _partition_dir(p, options, marks, conv, clean)
 
 
 def is_partition_name(name: str) -> bool:
@@ -665,10 +665,26 @@ def log_dir_files(path: Path, options: Options, conv: Conv = None) -> Iterator[L
             yield LogItem(kind, p, None, None, decode_file(p, kind, options))
 
 
-def high_watermarks(log_dir: Path) -> dict[tuple[str, int], int]:
-    """Each partition's high watermark from the log dir's replication-offset-checkpoint
-    (empty without one)."""
-    return checkpoint_offsets(log_dir, "replication-offset-checkpoint")
+class DirCheckpoints(NamedTuple):
+    """What a log dir's offset checkpoints say of its partitions, (topic, partition) ->
+    offset: high watermarks (replication-offset-checkpoint), log start offsets, and how
+    far the log cleaner has cleaned each compacted one."""
+
+    hws: dict[tuple[str, int], int]
+    starts: dict[tuple[str, int], int]
+    cleaned: dict[tuple[str, int], int]
+
+
+# DirCheckpoints' files, in its order
+DIR_CHECKPOINTS = (
+    "replication-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+
+
+def dir_checkpoints(log_dir: Path) -> DirCheckpoints:
+    return DirCheckpoints(*(checkpoint_offsets(log_dir, name) for name in DIR_CHECKPOINTS))
 
 
 def checkpoint_offsets(log_dir: Path, name: str) -> dict[tuple[str, int], int]:
@@ -690,32 +706,31 @@ def checkpoint_offsets(log_dir: Path, name: str) -> dict[tuple[str, int], int]:
 def partition_items(
     path: Path,
     options: Options,
-    hws: dict[tuple[str, int], int] | None,
+    marks: DirCheckpoints | None,
     conv: Conv = None,
-    starts: dict[tuple[str, int], int] | None = None,
     not_read: Iterable[Path] = (),
 ) -> Iterator[LogItem]:
-    """One partition directory's items (``hws``, ``starts``: its log dir's high
-    watermarks and log start offsets; ``not_read``: files of it listed elsewhere and
-    not readable, said elsewhere: a URL's files it could not copy)."""
-    return _partition_dir(path, options, hws, conv, starts=starts, not_read=not_read)
+    """One partition directory's items (``marks``: its log dir's checkpoints, if known;
+    ``not_read``: files of it listed elsewhere and not readable, said elsewhere: a URL's
+    files it could not copy)."""
+    return _partition_dir(path, options, marks, conv, not_read=not_read)
 
 
 def _partition_dir(
     path: Path,
     options: Options,
-    hws: dict[tuple[str, int], int] | None,
+    marks: DirCheckpoints | None,
     conv: Conv = None,
     clean: bool | None = None,
-    starts: dict[tuple[str, int], int] | None = None,
     not_read: Iterable[Path] = (),
 ) -> Iterator[LogItem]:
     topic, partition = partition_of(path)
     state = _Partition(topic, partition, conv=conv, clean=clean)
-    if hws is not None and topic is not None and partition is not None:
-        state.hw = hws.get((topic, partition))
-    if starts and topic is not None and partition is not None and (topic, partition) in starts:
-        state.log_start, state.log_start_from = starts[(topic, partition)], "checkpoint"
+    if marks is not None and topic is not None and partition is not None:
+        key = (topic, partition)
+        state.hw, state.cleaned = marks.hws.get(key), marks.cleaned.get(key)
+        if key in marks.starts:
+            state.log_start, state.log_start_from = marks.starts[key], "checkpoint"
     try:
         files = sorted(p for p in path.iterdir() if p.is_file() or file_kind(p) is not None)
         names = {p.name for p in files}
@@ -1711,12 +1726,21 @@ def _check_snapshots(state: _Partition, run: _Running, next_base: int | None) ->
         for pid, (epoch, seq, last) in entries.items():
             seen = run.producers.get(pid)
             if seen is not None and seen[3] < at and seen[:3] != (epoch, seq, last):
+                # the cleaner removes a batch whose records all have newer values, unless
+                # it is its producer's last: one the snapshot names can be gone since
+                why = ""
+                if state.cleaned is not None and last < state.cleaned:
+                    why = (
+                        f" (the log cleaner has cleaned below offset {state.cleaned}: it "
+                        f"removes a batch whose records all have newer values once its "
+                        f"producer has written a later one)"
+                    )
                 out.append(
                     Finding(
                         "producer_state_mismatch",
                         f"snapshot {at}: producer {pid} epoch {epoch}, last sequence "
                         f"{seq} at offset {last}; the log's last batch before it: "
-                        f"epoch {seen[0]}, sequence {seen[1]}, offset {seen[2]}",
+                        f"epoch {seen[0]}, sequence {seen[1]}, offset {seen[2]}{why}",
                     )
                 )
     return out

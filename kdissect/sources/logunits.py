@@ -125,8 +125,8 @@ def items(unit: Unit, options: Options, conv: Conv = None) -> Iterator[LogItem]:
             local.mkdir()
             skipped += _copy_partition(fs, unit.path, local, topic, partition)
         hw_dir = None
-        if unit.log_dir is not None:  # the checkpoints of high watermarks, log starts
-            for name in ("replication-offset-checkpoint", "log-start-offset-checkpoint"):
+        if unit.log_dir is not None:  # the checkpoints of high watermarks, log starts...
+            for name in logdir.DIR_CHECKPOINTS:
                 ck = _join(unit.log_dir, name)
                 cfs, cp = _fs(ck)
                 hw = Path(tmp) / "_log_dir"
@@ -225,13 +225,8 @@ def _local(
         return logdir.single_file(path, options, conv)
     if unit.kind == "files":
         return logdir.log_dir_files(path, options, conv)
-    hws = logdir.high_watermarks(log_dir) if log_dir is not None else None
-    starts = (
-        logdir.checkpoint_offsets(log_dir, "log-start-offset-checkpoint")
-        if log_dir is not None
-        else None
-    )
-    return logdir.partition_items(path, options, hws, conv, starts, not_read or ())
+    marks = logdir.dir_checkpoints(log_dir) if log_dir is not None else None
+    return logdir.partition_items(path, options, marks, conv, not_read or ())
 
 
 class LogDir:
