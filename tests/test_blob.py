@@ -641,6 +641,27 @@ def test_a_version_alone_is_the_request_headers_apis():
     assert "73 65 63 72 65 74" not in out and "secret" not in out  # "secret", masked
 
 
+def test_a_told_api_reads_the_size_prefixed_header_not_the_size_as_one():
+    """kcat's Produce v10 request, size-prefixed, told `--api Fetch --request`: the
+    header's disagreement is that of the header (Produce v10), read as Fetch v10. Before,
+    the paste without its prefix won: its size (222) read as "Produce v222", a version
+    no client speaks, so the reading was Fetch v222 "as told"."""
+    produce = (
+        "000000de0000000a00000003000772646b61666b610000ffff0000753002056b636174020000"
+        "0000b6010000000000000000000000a9000000000266279552000000000003000001a1ffd4a2"
+        "2d000001a1ffd4a22dffffffffffffffffffffffffffff000000043a000000146b6361742d6b"
+        "65792d301a6b6361742076616c7565203020003a000002146b6361742d6b65792d311a6b6361"
+        "742076616c7565203120003a000004146b6361742d6b65792d321a6b6361742076616c756520"
+        "3220003a000006146b6361742d6b65792d331a6b6361742076616c756520332000000000"
+    )
+    res = run("blob", produce, "--api", "Fetch", "--request")
+    out, err = res.stdout.decode(), res.stderr.decode()
+    assert res.returncode == 0, err
+    assert "one size-prefixed message" in err.splitlines()[0]
+    assert "Fetch v10 Request" in out and "the header says Produce v10" in out
+    assert "v222" not in out
+
+
 def test_a_version_alone_leaves_a_response_that_only_looks_like_a_request_to_the_guess():
     """A Produce v5 response whose correlation id (5) reads as api key 0 and a known
     version: the bytes do not decode cleanly as that request, so the candidates decide."""

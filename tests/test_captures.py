@@ -438,6 +438,34 @@ def test_a_gzip_capture_cut_short_gives_the_packets_before_the_cut(tmp_path):
     assert f"file ends inside packet {len(got) + 1}" in warnings[1]
 
 
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["compiled", "pure"])
+def test_a_record_claiming_more_than_its_capture_holds_is_damage_not_the_end(tmp_path, pure):
+    """A record header whose length was damaged claims bytes past the end of the file:
+    said as damage at that record, not as a capture cut short (which a length no record
+    of the capture could have rules out); a record cut by the end of the file still is."""
+    import struct
+
+    src = (CAPTURES / "confluent-group.pcap").read_bytes()
+    at = 24
+    for _ in range(4):  # to the fifth record
+        at += 16 + struct.unpack_from("<I", src, at + 8)[0]
+    fifth = at
+    env = {"KDISSECT_PURE": pure}
+    damaged = bytearray(src)
+    struct.pack_into("<I", damaged, fifth + 8, 100_000_000)
+    (tmp_path / "damaged.pcap").write_bytes(damaged)
+    run = kdissect_text("pcap", str(tmp_path / "damaged.pcap"), env=env)
+    assert run.returncode == 0, run.stderr
+    assert (
+        f"packet 5 claims 100000000 bytes, more than its capture's records hold (snapshot "
+        f"length 262144), and the file ends {len(src) - fifth - 16} bytes later: the file is "
+        f"damaged from byte {fifth} on" in run.stderr
+    )
+    (tmp_path / "cut.pcap").write_bytes(src[: fifth + 40])
+    run = kdissect_text("pcap", str(tmp_path / "cut.pcap"), env=env)
+    assert f"file ends inside packet 5 at byte {fifth} (24 of " in run.stderr
+
+
 def test_unsupported_link_type_is_reported(tmp_path):
     from scapy.utils import PcapWriter
 

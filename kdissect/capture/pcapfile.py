@@ -29,6 +29,14 @@ PCAP_MAGICS = {
 }
 PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 MAX_PACKET = 256 * 1024 * 1024  # a record claiming more than this is damage
+LARGEST_SANE = 262144  # tcpdump's default snaplen; larger only if the file says so
+
+
+def largest_record(snaplen: int) -> int:
+    """The most bytes a record of a pcap file whose header says ``snaplen`` holds."""
+    return max(snaplen, LARGEST_SANE)
+
+
 # bytes each pcapng block type needs after its 8-byte head (before the trailing length):
 # interface description, obsolete packet, simple packet, enhanced packet, decryption secrets
 _FIXED_PART = {1: 8, 2: 20, 3: 4, 6: 20, 10: 8}
@@ -205,9 +213,9 @@ class CaptureReader:
         head = self._read(20)
         if len(head) < 20:
             raise CaptureError(f"{self.path}: pcap header is truncated")
-        linktype = struct.unpack(endian + "I", head[16:20])[0] & 0x0FFFFFFF
+        snaplen, linktype = struct.unpack(endian + "II", head[12:20])
         for offset, packet in pcap_records(
-            self._read_raw, endian, unit, linktype, 24, self.warnings
+            self._read_raw, endian, unit, linktype & 0x0FFFFFFF, 24, self.warnings, snaplen=snaplen
         ):
             self.bytes_read = offset  # where this packet's record starts
             yield packet
@@ -384,11 +392,14 @@ def pcap_records(
     offset: int,
     warnings: list[str],
     end: int | None = None,
+    snaplen: int = 0,
 ) -> Iterator[tuple[int, Packet]]:
     """pcap records read with ``read(n)`` from the record header at byte ``offset`` on,
     as (offset, packet), packets numbered from 1. Stops at the end of the data, at a
     record starting at ``end`` or later, or at damage (said in ``warnings``). Reads in
-    blocks (two reads per packet cost more than the rest of reading it)."""
+    blocks (two reads per packet cost more than the rest of reading it). ``snaplen``:
+    the file header's; a record past the end of the file claiming more than a record
+    can hold is damage, not a capture cut short."""
     unpack = struct.Struct(endian + "IIII").unpack_from
     buf, pos, eof = b"", 0, False
     index = 0
@@ -415,10 +426,18 @@ def pcap_records(
             eof = not more
             buf, stop, pos = buf[pos:] + more, stop - pos, 0
         if stop > len(buf):
-            warnings.append(
-                f"file ends inside packet {index + 1} at byte {offset} "
-                f"({len(buf) - pos - 16} of {incl} bytes)"
-            )
+            if incl > largest_record(snaplen):  # (a record that big is read if it is there)
+                warnings.append(
+                    f"packet {index + 1} claims {incl} bytes, more than its capture's "
+                    f"records hold (snapshot length {snaplen}), and the file ends "
+                    f"{len(buf) - pos - 16} bytes later: the file is damaged from byte "
+                    f"{offset} on"
+                )
+            else:
+                warnings.append(
+                    f"file ends inside packet {index + 1} at byte {offset} "
+                    f"({len(buf) - pos - 16} of {incl} bytes)"
+                )
             return
         index += 1
         yield (

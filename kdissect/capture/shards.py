@@ -18,12 +18,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from .pcapfile import MAX_PACKET, PCAP_MAGICS, Packet
+from .pcapfile import MAX_PACKET, PCAP_MAGICS, Packet, largest_record
 
 HEADER = 24  # pcap file header
 RECORD = 16  # pcap record header
 CHAIN = 8  # headers that must chain before a start is believed
-_LARGEST_SANE = 262144  # tcpdump's default snaplen; larger only if the file says so
 
 
 @dataclass
@@ -78,7 +77,7 @@ def plan(size: int, shard_bytes: int) -> list[tuple[int, int]]:
 def _plausible(h: PcapHeader, raw: bytes) -> tuple[int, int] | None:
     """(timestamp seconds, included length) if ``raw`` can be a record header."""
     sec, frac, incl, orig = struct.unpack(h.endian + "IIII", raw)
-    limit = max(h.snaplen, _LARGEST_SANE) if h.snaplen else _LARGEST_SANE
+    limit = largest_record(h.snaplen)
     if incl > orig or orig > max(limit, 65535 * 4) or incl > limit or incl == 0:
         return None
     if frac >= (1_000_000 if h.unit == 1e-6 else 1_000_000_000):
@@ -112,7 +111,7 @@ def _chains(f, h: PcapHeader, pos: int, size: int) -> bool:
 
 def find_start(f, h: PcapHeader, start: int, end: int, size: int) -> int | None:
     """The first offset in [start, end) where a chain of record headers begins."""
-    window = MAX_PACKET if h.snaplen > MAX_PACKET else max(h.snaplen, _LARGEST_SANE) + RECORD
+    window = MAX_PACKET if h.snaplen > MAX_PACKET else largest_record(h.snaplen) + RECORD
     stop = min(end, start + window, size - RECORD + 1)
     pos = start
     while pos < stop:
@@ -148,7 +147,7 @@ def read_shard(
             pos = start if start <= HEADER else find_start(f, h, start, end, size)
             if pos is None:
                 shard.next = None
-                if end - start > max(h.snaplen, _LARGEST_SANE) + RECORD:
+                if end - start > largest_record(h.snaplen) + RECORD:
                     shard.warnings.append(
                         (
                             0,
@@ -168,7 +167,7 @@ def _resyncing(
 ) -> Iterator[tuple[int, Packet]]:
     """Records from ``pos`` on; after damage, on from the next chain of headers."""
     rec = struct.Struct(h.endian + "IIII")
-    limit = max(h.snaplen, _LARGEST_SANE) if h.snaplen else _LARGEST_SANE
+    limit = largest_record(h.snaplen)
     tick = 1_000_000 if h.unit == 1e-6 else 1_000_000_000
     f.seek(pos)
     read = f.read
@@ -216,5 +215,5 @@ def _next_chain(f, h: PcapHeader, pos: int, end: int, size: int) -> int | None:
         found = find_start(f, h, pos, end, size)
         if found is not None:
             return found
-        pos += MAX_PACKET if h.snaplen > MAX_PACKET else max(h.snaplen, _LARGEST_SANE) + RECORD
+        pos += MAX_PACKET if h.snaplen > MAX_PACKET else largest_record(h.snaplen) + RECORD
     return None

@@ -31,6 +31,7 @@ from ..protocol.message import Message, decode_bare_body, decode_request_as, pee
 from ..protocol.node import Node
 from ..protocol.crc import crc32_of
 from ..protocol.records import read_records
+from ..protocol.schemas import readable
 from ..stream.connection import plausible_request
 from ..stream.correlation import Correlator
 from ..stream.framing import MAX_MESSAGE, Framer, chain
@@ -402,6 +403,17 @@ def _told_request(chunk: bytes, hints: Hints, options: Options) -> Dissected:
         return Dissected(0, False, msg, "told: request")
     said = f"{msg.api_name} v{msg.api_version}"
     msg = decode_request_as(chunk, key, version, options)
+    if not readable(key, version):
+        # no client speaks it: these first bytes are no request header (a size prefix
+        # read as API key and version), and the reading must not count as clean
+        node = msg.tree.child("header")
+        node = node.child("request_api_version") if node is not None else None
+        if node is not None:
+            node.code = "unknown_version"
+            node.problem = (
+                f"{msg.api_name} has no v{version}: these bytes are not the request "
+                f"header (a size prefix?)"
+            )
     finding = Finding(
         "hint_disagrees",
         f"the request header says {said}; read as {msg.api_name} v{version} as told",

@@ -34,6 +34,8 @@ mod values;
 mod varint;
 
 const MAX_PACKET: usize = 256 * 1024 * 1024;
+/// pcapfile.py LARGEST_SANE: tcpdump's default snaplen; larger only if the file says so.
+const LARGEST_SANE: usize = 262_144;
 /// protocol/times.py LAST_SECOND: the last instant written as a date (9999-12-31T23:59:59Z).
 pub(crate) const LAST_SECOND: f64 = 253402300799.0;
 const TLS_KEY_LOG: u32 = 0x544C_534B;
@@ -310,6 +312,7 @@ struct Scanner {
     pcap_endian: Endian,
     unit: f64,
     linktype: u32,
+    snaplen: u32,
     ng_endian: Endian,
     interfaces: Vec<(u32, u8)>,
     first_block: bool,
@@ -536,13 +539,27 @@ impl Scanner {
                     self.need = 16 + incl - avail;
                     return Ok(());
                 }
-                let text = format!(
-                    "file ends inside packet {} at byte {} ({} of {} bytes)",
-                    self.index + 1,
-                    self.offset,
-                    avail - 16,
-                    incl
-                );
+                // (a record that big is read if it is there)
+                let text = if incl > LARGEST_SANE.max(self.snaplen as usize) {
+                    format!(
+                        "packet {} claims {} bytes, more than its capture's records hold \
+                         (snapshot length {}), and the file ends {} bytes later: the file is \
+                         damaged from byte {} on",
+                        self.index + 1,
+                        incl,
+                        self.snaplen,
+                        avail - 16,
+                        self.offset
+                    )
+                } else {
+                    format!(
+                        "file ends inside packet {} at byte {} ({} of {} bytes)",
+                        self.index + 1,
+                        self.offset,
+                        avail - 16,
+                        incl
+                    )
+                };
                 self.warn(text);
                 return Ok(());
             }
@@ -723,6 +740,7 @@ impl Scanner {
             pcap_endian: Endian(true),
             unit: 1e-6,
             linktype: 0,
+            snaplen: 0,
             ng_endian: Endian(true),
             interfaces: Vec::new(),
             first_block: true,
@@ -866,6 +884,7 @@ impl Scanner {
                         self.state = State::Done;
                         return Err(PyValueError::new_err("pcap header is truncated"));
                     }
+                    self.snaplen = self.pcap_endian.u32(src, self.pos + 12);
                     self.linktype = self.pcap_endian.u32(src, self.pos + 16) & 0x0FFF_FFFF;
                     self.pos += 20;
                     self.state = State::PcapRecords;
