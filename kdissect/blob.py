@@ -213,16 +213,22 @@ class _DumpLine:
     data: bytes
     span: tuple[int, int]  # text positions of the hex columns
     star: bool = False  # a `*` line (hexdump/od: the previous line repeats)
+    digits: int = 0  # of its offset
+    colon: bool = False  # after its offset
+    words: bool = False  # its columns are groups of 4 hex digits
 
 
 def _dump_line(line: str) -> tuple[int, int, int] | None:
     """(offset, start of the columns, width of the offset) if ``line`` starts like a dump
-    line: an offset of 4-8 hex digits (0x allowed), then ':' or spaces."""
+    line: an offset of 4-8 hex digits (0x allowed), then ':' or spaces; or od's and
+    hexdump's last line, 6-8 digits alone (where the data ends)."""
     i = len(line) - len(line.lstrip(" \t"))
     j = i + 2 if line.startswith(("0x", "0X"), i) else i
     k = j
     while k < len(line) and k - j <= 8 and line[k] in _HEXCHARS:
         k += 1
+    if 6 <= k - j <= 8 and k == len(line):
+        return int(line[j:k], 16), k, k - j
     if not 4 <= k - j <= 8 or k >= len(line) or line[k] not in ": \t":
         return None
     return int(line[j:k], 16), k + 1 if line[k] == ":" else k, k - j
@@ -281,17 +287,50 @@ def _read_dump(src: _Source) -> Blob | None:
         if head is None or not data:
             if head is not None and line[head[1] :].strip() == "":
                 # od's and hexdump's last line: the offset where the data ends
-                lines.append(_DumpLine(pos, head[0], b"", (pos, pos), prev_star))
+                lines.append(_DumpLine(pos, head[0], b"", (pos, pos), prev_star, head[2]))
                 prev_star = False
             elif line.strip():
                 others.append(number)
             continue
         tails += tail
-        lines.append(_DumpLine(pos, head[0], data, (pos + head[1], pos + end), prev_star))
+        colon = line[head[1] - 1] == ":"
+        words = all(len(g) == 4 for g in line[head[1] : end].split())
+        lines.append(
+            _DumpLine(
+                pos, head[0], data, (pos + head[1], pos + end), prev_star, head[2], colon, words
+            )
+        )
         prev_star = False
     real = [d for d in lines if d.data]
-    if not real or (len(real) == 1 and not tails):
-        return None  # a single line without columns is plain hex, not a dump
+    if not real or (len(real) == 1 and not tails and len(lines) == 1):
+        return None  # a single line without columns or end is plain hex, not a dump
+    fmt = "hex dump"
+    as_hex, as_octal = _offsets_follow(lines), _offsets_follow(lines, octal=True)
+    if as_octal and (
+        not as_hex
+        # only '*' lines between them: od -t x1's (7 digits, bytes), not hexdump's
+        or all(d.digits == 7 and not d.words and not d.colon for d in real)
+    ):
+        fmt += "; offsets in octal, as od prints them"
+        for d in lines:
+            d.offset = int(f"{d.offset:x}", 8)
+    elif as_octal and as_hex:  # (said: the '*' lines stand for more or fewer bytes)
+        fmt += "; offsets read as hex, as hexdump prints them (od's are octal: od -A x)"
+    if not tails and all(d.words and d.digits == 7 and not d.colon for d in real):
+        # hexdump's default and od -x: 16-bit words in the order of the machine that
+        # wrote them, little-endian on every common one (xxd's groups, 8-digit offsets
+        # and a colon, are in byte order)
+        fmt += "; 16-bit words read little-endian, as hexdump and od -x print them"
+        for d in real:
+            swapped = bytearray(d.data)
+            swapped[0::2], swapped[1::2] = d.data[1::2], d.data[0::2]
+            d.data = bytes(swapped)
+        end = lines[-1]
+        if not end.data and len(lines) > 1 and lines[-2].data:
+            # an odd length: its last byte was printed as a word of its own
+            last = lines[-2]
+            if end.offset == last.offset + len(last.data) - 1:
+                last.data = last.data[:-1]
     out = _Out(src)
     packets: list[tuple[int, int]] = []  # (start, end) in out.data of each block
     expect = None
@@ -321,7 +360,27 @@ def _read_dump(src: _Source) -> Blob | None:
     if others:
         out.skipped.append(f"{len(others)} line(s) that are not dump lines ({_line_list(others)})")
     _strip_packet_headers(out, packets)
-    return out.blob("hex dump")
+    return out.blob(fmt)
+
+
+def _offsets_follow(lines: list[_DumpLine], octal: bool = False) -> bool:
+    """Whether each line's offset is where the line before it ended (``octal``: the
+    offsets' digits read as octal); a '*' line may skip ahead."""
+    expect = None
+    words = False  # the line before was of 16-bit words: its last byte may be padding
+    for d in lines:
+        if octal and not set(f"{d.offset:x}") <= _OCTAL:
+            return False
+        offset = int(f"{d.offset:x}", 8) if octal else d.offset
+        odd_end = not d.data and words and offset == expect - 1 if expect else False
+        if expect is not None and offset not in (expect, 0) and not odd_end:
+            if not (d.star and offset > expect):
+                return False
+        expect, words = offset + len(d.data), d.words
+    return True
+
+
+_OCTAL = frozenset("01234567")
 
 
 def _line_list(numbers: list[int]) -> str:

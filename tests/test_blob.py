@@ -51,6 +51,11 @@ FORMATS = {
     "xxd -p": lambda d, t: tool_dump(["xxd", "-p"], d, t),
     "hexdump -C": lambda d, t: tool_dump(["hexdump", "-C"], d, t),
     "od": lambda d, t: tool_dump(["od", "-A", "x", "-t", "x1z"], d, t),
+    # octal offsets (od's default), and 16-bit words in the machine's order (x86: little)
+    "od -t x1": lambda d, t: tool_dump(["od", "-t", "x1"], d, t),
+    "od -x": lambda d, t: tool_dump(["od", "-x"], d, t),
+    "hexdump": lambda d, t: tool_dump(["hexdump"], d, t),
+    "hexdump, odd length": lambda d, t: tool_dump(["hexdump"], d + b"\x7f", t),
     "erlang": lambda d, t: "<<" + ",".join(map(str, d)) + ">>",
     "python": lambda d, t: repr(d),
     "python list": lambda d, t: f"bytes({list(d)})",
@@ -65,7 +70,7 @@ FORMATS = {
 @pytest.mark.parametrize("name", FORMATS)
 def test_formats(name, tmp_path):
     text = FORMATS[name](DATA, tmp_path)
-    assert parse_blob(text).data == DATA
+    assert parse_blob(text).data == DATA + (b"\x7f" if "odd" in name else b"")
 
 
 def _pcap_with(payload: bytes, tmp_path: Path) -> Path:
@@ -558,10 +563,15 @@ def test_tcpdump_x_of_a_whole_capture():
     assert blob.data == payloads
 
 
-@pytest.mark.parametrize("tool", [["hexdump", "-C"], ["od", "-A", "x", "-t", "x1z"], ["xxd"]])
-def test_repeated_lines_of_real_dumps(tool, tmp_path):
-    """hexdump and od print '*' for lines that repeat the one before: they are filled in."""
-    data = bytes(range(16)) + bytes(64) + bytes(range(5))
+@pytest.mark.parametrize(
+    "tool",
+    [["hexdump", "-C"], ["od", "-A", "x", "-t", "x1z"], ["xxd"], ["od", "-t", "x1"], ["hexdump"]],
+)
+@pytest.mark.parametrize("end", [bytes(range(5)), b""], ids=["tail", "repeats-to-the-end"])
+def test_repeated_lines_of_real_dumps(tool, end, tmp_path):
+    """hexdump and od print '*' for lines that repeat the one before: they are filled in,
+    up to the offset of the dump's last line when they run to the end."""
+    data = bytes(range(16)) + bytes(64) + end
     out = tool_dump(tool, data, tmp_path)
     assert tool[0] == "xxd" or "*" in out
     assert parse_blob(out).data == data
