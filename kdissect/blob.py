@@ -325,12 +325,11 @@ def _read_dump(src: _Source) -> Blob | None:
             swapped = bytearray(d.data)
             swapped[0::2], swapped[1::2] = d.data[1::2], d.data[0::2]
             d.data = bytes(swapped)
-        end = lines[-1]
-        if not end.data and len(lines) > 1 and lines[-2].data:
+        final, before = lines[-1], lines[-2] if len(lines) > 1 else None
+        if not final.data and before is not None and before.data:
             # an odd length: its last byte was printed as a word of its own
-            last = lines[-2]
-            if end.offset == last.offset + len(last.data) - 1:
-                last.data = last.data[:-1]
+            if final.offset == before.offset + len(before.data) - 1:
+                before.data = before.data[:-1]
     out = _Out(src)
     packets: list[tuple[int, int]] = []  # (start, end) in out.data of each block
     expect = None
