@@ -5,7 +5,8 @@ Three readers, tried in this order, each in one linear pass (hand-written scanne
 only regular expressions match bounded tokens at a position, never search or backtrack):
 
 - dumps, line by line: xxd, hexdump -C, od -A x, Wireshark / tshark -x, tcpdump -X (lines
-  of an offset and hex columns; other lines such as tcpdump's summary are skipped; the
+  of an offset and hex columns; od's octal offsets and hexdump's and od -x's 16-bit
+  little-endian words too; other lines such as tcpdump's summary are skipped; the
   link, IP and TCP headers of each packet are taken off when they check out);
 - code, token by token: Python b'' literals (split over lines, in lists or tuples),
   strings of \\x escapes, Erlang / Elixir binaries <<...>> (Int:Size segments,

@@ -44,7 +44,7 @@ API, version and direction if you know them, and the tree updates as you type.
 
 Paste the bytes the way you found them: the code and text around them are skipped.
 Hex (spaces, colons, 0x, a label like `Hex Stream:` in front), xxd / hexdump -C /
-od -A x -t x1z / Wireshark / tcpdump -X dumps and a frame's hex stream (the summary
+hexdump / od / Wireshark / tcpdump -X dumps and a frame's hex stream (the summary
 lines and the packets' IP and TCP headers are left out), Erlang and Elixir binaries <<0,0,3,"topic"::binary>>,
 Python b'\\x00...' literals (split over lines, in lists), arrays in C, Java, Go
 ([]byte{0, 't'}), Rust (0b1), Node's {"type":"Buffer","data":[...]}, Go's fmt output
