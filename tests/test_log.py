@@ -102,6 +102,19 @@ def test_every_magic_and_codec(tmp_path, magic, codec):
     assert findings(objs) == []
     if magic == 2:
         assert records[0]["headers"] == [{"key": "h", "value": "hv"}]
+    # each batch's offsets and count as kafka-dump-log gives them: a compressed v0/v1
+    # wrapper's are its inner messages' (its own offset field is its last one's), and
+    # the filters read them alike
+    spans = [(0, 5, 6), (6, 6, 1)] if magic == 2 or codec else [(i, i, 1) for i in range(7)]
+    assert [(b["base_offset"], b["last_offset"], b["record_count"]) for b in batches] == spans
+    for expr, want in (
+        ("records == 6", 1 if magic == 2 or codec else 0),
+        ("base_offset >= 6", 1),
+        ("offset == 0", 1),
+        ("records == 1", 1 if magic == 2 or codec else 7),
+    ):
+        shown = [o for o in jsonl(str(part), "-Y", expr) if o["type"] == "batch"]
+        assert len(shown) == want, (expr, shown)
 
 
 def _partition(tmp_path: Path) -> tuple[Path, list[int]]:

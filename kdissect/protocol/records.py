@@ -239,6 +239,11 @@ def _message_v01(buf: bytes, start: int, end: int, ctx: Decoding, depth: int) ->
             read_records(inner, holder, 0, len(inner), ctx, depth + 1)
             if magic >= 1:
                 _resolve_relative_offsets(holder, offset)
+            first, last, count = message_set_span(node)
+            if first is not None and last is not None and count:
+                node.note = f"offsets {first}..{last}, {count} record(s), " + (
+                    f"{CODECS.get(codec, codec)} wrapper"
+                )
     return node
 
 
@@ -283,6 +288,23 @@ def _resolve_relative_offsets(holder: Node, wrapper: Node) -> None:
         absolute = base + off.value
         off.note = f"absolute offset {absolute}"
         m.value = {"offset": absolute}  # what views read (as for v2 records)
+
+
+def message_set_span(message: Node) -> tuple[int | None, int | None, int]:
+    """A v0/v1 message's (first offset, last offset, records): a compressed wrapper's
+    are its inner messages' (its own offset is its last one's), a plain message's its
+    own offset and 1 (as kafka-dump-log's baseOffset, lastOffset and count)."""
+    attrs = message.child("attributes")
+    inner = (
+        [n for n in message.walk() if n is not message and n.ktype.startswith("message_v")]
+        if attrs is not None and isinstance(attrs.value, int) and attrs.value & 7
+        else []
+    )
+    own = record_offset(message)
+    if not inner:
+        return own, own, 1
+    last = record_offset(inner[-1])
+    return record_offset(inner[0]), last if last is not None else own, len(inner)
 
 
 def record_offset(n: Node) -> int | None:

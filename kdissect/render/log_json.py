@@ -15,6 +15,7 @@ from ..protocol.findings import Finding
 from ..protocol.internal import control_of
 from ..protocol.node import Node
 from ..protocol.ondisk import BATCH_FIELDS
+from ..protocol.records import message_set_span
 from .log_lines import encode as _encode, prefixed
 from .records import plain_json, record_json
 
@@ -143,6 +144,8 @@ def batch_json(item: LogItemLike) -> dict:
     elif tree.ktype.startswith("message_v"):
         for name in ("offset", "magic", "crc", "attributes", "timestamp"):
             out[name] = field_value(item, name)
+        # (its own offset is its last record's, for a compressed wrapper)
+        out["base_offset"], out["last_offset"], out["record_count"] = message_set_span(tree)
         attrs = out["attributes"] or 0
         out["codec"] = CODECS[attrs & 7] if attrs & 7 < 5 else attrs & 7
     crc = tree.child("crc")

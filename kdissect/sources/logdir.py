@@ -33,7 +33,7 @@ from ..protocol.batch import AT, FRAME, HEAD_SIZE, LOG_OVERHEAD, MAGIC_AT, Batch
 from ..protocol.findings import Finding
 from ..protocol.internal import decode_records, family_of
 from ..protocol.node import Node
-from ..protocol.records import read_records, record_offset
+from ..protocol.records import message_set_span, read_records
 
 # tiered storage (Kafka's LocalTieredStorage) adds the topic id to a partition's directory
 # and the segment's id to its files: topic-0-<base64 Uuid>/<offset>-<base64 Uuid>.log
@@ -175,12 +175,13 @@ class LogItem:
             value = head.get({"records": "record_count", "offset": "base_offset"}.get(name, name))
             return [value] if value is not None and name in _HEAD_FIELDS else []
         assert t is not None
+        if t.ktype.startswith("message_v") and name in _SPAN_FIELDS:
+            value = message_set_span(t)[_SPAN_FIELDS[name]]  # (kafka-dump-log's reading)
+            return [value] if value is not None else []
         if name == "records":
-            return [
-                sum(1 for n in t.walk() if n.ktype == "record" or n.ktype.startswith("message_v"))
-            ]
+            return [sum(1 for n in t.walk() if n.ktype == "record")]
         if name == "offset":
-            c = t.child("base_offset") or t.child("offset")
+            c = t.child("base_offset")
             return [c.value] if c is not None else []
         c = t.child(name)
         return [c.value] if c is not None and c.value is not None else []
@@ -223,6 +224,8 @@ def attribute_values(name: str, attrs: int | None) -> list:
 # the filter fields a clean v2 batch read as values answers as its tree does (the tree's
 # other names -- its records, its compressed buffer -- need the tree)
 _HEAD_FIELDS = frozenset(ondisk.BATCH_FIELDS) | {"records", "offset"}
+# what a v0/v1 message answers for them: message_set_span's (first, last, records)
+_SPAN_FIELDS = {"offset": 0, "base_offset": 0, "last_offset": 1, "records": 2}
 VALUES_FIELDS = (
     _HEAD_FIELDS
     | ATTRIBUTE_FIELDS
@@ -1505,17 +1508,8 @@ def _last_offset(tree: Node) -> int | None:
         base, delta = _value(tree, "base_offset"), _value(tree, "last_offset_delta")
         return base + delta if isinstance(base, int) and isinstance(delta, int) else None
     if tree.ktype.startswith("message_v"):
-        inner = _inner(tree)
-        return record_offset(inner[-1]) if inner else _value(tree, "offset")
+        return message_set_span(tree)[1]
     return None
-
-
-def _inner(tree: Node) -> list[Node]:
-    """The messages inside a compressed v0/v1 wrapper (none for a plain message)."""
-    attrs = _value(tree, "attributes")
-    if not isinstance(attrs, int) or not attrs & 7:
-        return []
-    return [n for n in tree.walk() if n is not tree and n.ktype.startswith("message_v")]
 
 
 def _max_ts(tree: Node) -> int | None:
@@ -1558,9 +1552,9 @@ def _head_of(tree: Node) -> _Head:
     last, max_ts = _last_offset(tree), _max_ts(tree)
     if tree.ktype != "record_batch":
         base = _value(tree, "offset")
-        inner = _inner(tree) if tree.ktype.startswith("message_v") else []
-        if inner and record_offset(inner[0]) is not None:  # a wrapper: inner offsets count
-            base = record_offset(inner[0])
+        if tree.ktype.startswith("message_v"):  # a wrapper: its inner offsets count
+            first = message_set_span(tree)[0]
+            base = first if first is not None else base
         return _Head(base, last, max_ts, None, v2=False)
     attrs = _value(tree, "attributes") or 0
     abort = False

@@ -170,7 +170,8 @@ field(
 field(
     "records",
     "number",
-    "records carried (Produce requests, Fetch responses)",
+    "records carried (Produce requests, Fetch responses; in `kdissect log`, a batch's, or a "
+    "compressed v0/v1 wrapper's inner messages)",
     lambda x: [x.facts().records],
 )
 field(
@@ -293,7 +294,7 @@ field(
 )
 # kdissect log only (docs/guide/log.md): a batch's header fields, no value for exchanges
 _LOG = "`kdissect log` only ([log.md](log.md)): "
-field("base_offset", "number", _LOG + "a batch's first offset")
+field("base_offset", "number", _LOG + "a batch's (or a v0/v1 message's) first offset")
 field("producer_id", "number", _LOG + "a batch's producer id")
 field("producer_epoch", "number", _LOG + "a batch's producer epoch")
 field("base_sequence", "number", _LOG + "a batch's first sequence number")
