@@ -423,13 +423,15 @@ class _Parser:
                 )
             return text
         if kind == "severity":
-            if text.lower() not in SEVERITIES:
+            # (the legend of the line output says "warning")
+            name = {"warning": "warn"}.get(text.lower(), text.lower())
+            if name not in SEVERITIES:
                 raise FilterError(
                     tok.pos,
                     f"expected a severity ({', '.join(SEVERITIES)}), found {text!r}",
                     self.text,
                 )
-            return SEVERITIES.index(text.lower())
+            return SEVERITIES.index(name)
         if kind == "duration":
             m = re.fullmatch(r"(-?\d+(?:\.\d+)?)(us|µs|ms|s)?", text)
             if not m:

@@ -289,6 +289,12 @@ def test_bad_grammars_say_where(text, line, words):
     assert res.returncode == 2 and f"line {line}" in res.stderr.decode()
 
 
+def test_a_grammar_file_that_does_not_exist_is_said_as_such():
+    res = run("blob", "00000001", "--grammar", "nosuchfile")
+    err = res.stderr.decode()
+    assert res.returncode == 2 and "no such file: 'nosuchfile'" in err and "bad grammar" not in err
+
+
 def sasl_authenticate(token: bytes) -> bytes:
     """SaslAuthenticate v1 request carrying ``token`` (a unit test of one decoder)."""
     return struct.pack(">hhih", 36, 1, 9, 3) + b"cli" + struct.pack(">i", len(token)) + token

@@ -229,6 +229,8 @@ def test_anomaly_findings_and_waits(views):
     assert [v.ex.first.api_key for v in expected] == [11]
     assert select(views, "finding == error_code") + expected == select(views, "error != 0")
     assert select(views, "severity >= warn") == select(views, "anomaly")
+    # "warning", as the line output's legend says it
+    assert select(views, "severity >= warning") == select(views, "severity >= warn")
     held = select(views, "api == Fetch and latency > 400ms")
     assert held and select(views, "api == Fetch and service_time > 400ms") == []
     assert select(views, "api == JoinGroup and service_time > 1s") == []

@@ -124,7 +124,8 @@ def test_every_value_equals_kafkas(name, least):
         # the one problem allowed: bytes after the body that Kafka's classes leave too
         # (librdkafka's Metadata v13 request ends with 3 of them)
         trailing = body.pop("_trailing", None)
-        want = [] if trailing is None else [f"{trailing} bytes after the end of the body"]
+        plural = "" if trailing == 1 else "s"
+        want = [] if trailing is None else [f"{trailing} byte{plural} after the end of the body"]
         assert [r for p, r in decoded.problems] == want, (m.index, decoded.problems)
         assert all(p.endswith("body._trailing") for p, _ in decoded.problems)
         confirmed += trailing is not None

@@ -490,6 +490,13 @@ def _blob_grammar(
     try:
         g = parse_grammar(source)
     except GrammarError as e:
+        if source == grammar and "=>" not in grammar and not any(c.isspace() for c in grammar):
+            # one word: most likely a file's name mistyped, not a grammar
+            raise click.BadParameter(
+                f"no such file: {grammar!r}, and as a grammar it has no 'name => "
+                f"definition' line; give a file holding the grammar, or the grammar itself",
+                param_hint="--grammar",
+            ) from None
         raise click.UsageError(f"bad grammar: {e}") from None
     tree = decode_body(data, 0, g.root, g.root.name, Decoding(options))
     if as_json:

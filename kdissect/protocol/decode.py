@@ -243,7 +243,8 @@ def decode_prefix(
                 r.pos,
                 r.remaining,
                 buf[r.pos :],
-                problem=f"{r.remaining} bytes after the end of the {name}",
+                problem=f"{r.remaining} byte{'s' if r.remaining != 1 else ''} after the end "
+                f"of the {name}",
                 code="trailing_bytes",
             )
         )

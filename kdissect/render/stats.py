@@ -284,8 +284,8 @@ def group_timeline(group: str, g) -> Table:
     table = Table(
         title=f"{g.kind[0].upper()}{g.kind[1:]} {group}: {len(g.members)} member"
         f"{'s' if len(g.members) != 1 else ''}, {g.rebalances} {numbers}"
-        f"{'s' if g.rebalances != 1 else ''}, {g.heartbeats} heartbeats "
-        f"answered" + ("" if classic else " with nothing new"),
+        f"{'s' if g.rebalances != 1 else ''}, {g.heartbeats} heartbeat"
+        f"{'s' if g.heartbeats != 1 else ''} answered" + ("" if classic else " with nothing new"),
         title_justify="left",
         box="SIMPLE_HEAD",
     )
