@@ -239,7 +239,7 @@ field(
     "severity",
     "severity",
     "the severities of its findings, its records' included: `note`, `warn`, `error`, in "
-    "that order (`severity >= warn`)",
+    "that order (`severity >= warn`; `warning` is taken for `warn`)",
     lambda x: [FINDINGS[code].rank for code in _finding_codes(x)],
 )
 field(
