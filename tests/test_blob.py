@@ -289,6 +289,18 @@ def test_bad_grammars_say_where(text, line, words):
     assert res.returncode == 2 and f"line {line}" in res.stderr.decode()
 
 
+def test_a_body_layout_that_reads_any_bytes_is_no_confident_guess():
+    """`--body` on bytes SaslAuthenticate v0's one length-prefixed field takes whole
+    (here a Produce request): no other layout reads them cleanly, and that is no
+    evidence; it was said with confidence "high"."""
+    produce = b"\x00\x00\x00\xde" + struct.pack(">hhi", 0, 10, 3) + bytes(214)
+    res = run("blob", produce.hex(), "--body")
+    said = " ".join((res.stdout + res.stderr).decode().split())
+    assert res.returncode == 0 and "SaslAuthenticate v0" in said
+    assert "confidence low" in said and "as it would any bytes" in said
+    assert "confidence high" not in said
+
+
 def test_a_grammar_file_that_does_not_exist_is_said_as_such():
     res = run("blob", "00000001", "--grammar", "nosuchfile")
     err = res.stderr.decode()

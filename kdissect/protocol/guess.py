@@ -312,6 +312,10 @@ def confidence(cands: list[Candidate], size: int | None = None) -> str:
     if not cands or not cands[0].clean:
         return "no API decodes these bytes cleanly; showing the closest attempt"
     clean = [c for c in cands if c.clean]
+    top = clean[0]
+    if len(top.leaves) == 1 and isinstance(top.leaves[0][3], (bytes, bytearray)):
+        # (SaslAuthenticate v0's body: one length-prefixed field reads any bytes)
+        return f"low: {top.label} reads every byte as one field, as it would any bytes"
     if len(clean) == 1:
         return "high: the only API/version that decodes every byte cleanly"
     if size is not None and size < SHORT and cands[0].direction == "response":
