@@ -661,6 +661,19 @@ def test_a_snapshot_naming_a_batch_the_cleaner_may_have_removed_says_so(tmp_path
     assert "cleaner" not in said(3)  # the batch the snapshot names is not cleaned yet
 
 
+def test_a_segment_given_alone_names_what_each_file_read_beside_it_tells(tmp_path):
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(batch(2, 0, 0, [(b"k", b"v")]))
+    (part / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    res = CliRunner().invoke(main, ["log", str(part / "00000000000000000000.log")])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stderr.split())
+    assert "read with its partition's leader-epoch-checkpoint (leader epochs, the log" in said
+    assert "aborted transactions" not in said  # no .txnindex was read
+    assert f"give the partition's directory ({part})" in said
+
+
 def test_preallocated_index_is_read_cheaply(tmp_path):
     import time
     from kdissect.protocol.ondisk import offset_index

@@ -298,12 +298,18 @@ def _say_read_beside(paths: tuple[str, ...]) -> None:
         if path.is_file() and file_kind(path) == "segment":
             beside = read_beside(path)
             if beside:
+                what = ", ".join(f"{p.name} ({_BESIDE_GIVES.get(p.suffix, '')})" for p in beside)
                 click.echo(
-                    f"kdissect log: {path.name} read with its partition's "
-                    f"{', '.join(p.name for p in beside)} (aborted transactions, leader "
-                    f"epochs, the log start offset); the other files are not read",
+                    f"kdissect log: {path.name} read with its partition's {what}; give "
+                    f"the partition's directory ({path.parent}) to read and check its "
+                    f"other files too",
                     err=True,
                 )
+
+
+# what each file read beside a segment tells of it (``read_beside``'s: the .txnindex
+# files, and leader-epoch-checkpoint, which has no suffix)
+_BESIDE_GIVES = {"": "leader epochs, the log start offset", ".txnindex": "aborted transactions"}
 
 
 def _holds_kafka_files(paths: list[str]) -> bool:
