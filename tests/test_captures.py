@@ -466,6 +466,21 @@ def test_a_record_claiming_more_than_its_capture_holds_is_damage_not_the_end(tmp
     assert f"file ends inside packet 5 at byte {fifth} (24 of " in run.stderr
 
 
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["compiled", "pure"])
+def test_a_file_that_is_no_capture_is_named_with_what_to_do(tmp_path, pure):
+    """A TLS key log or an xz-compressed capture given as the capture: said as what it
+    is, with what to do instead."""
+    import lzma
+
+    xz = tmp_path / "kcat.pcap.xz"
+    xz.write_bytes(lzma.compress((CAPTURES / "kcat.pcap").read_bytes(), format=lzma.FORMAT_XZ))
+    env = {"KDISSECT_PURE": pure}
+    keys = kdissect_text("pcap", str(CAPTURES / "tls" / "kafka-tls.keys"), env=env)
+    assert keys.returncode != 0 and "this is a TLS key log: give it with --keylog" in keys.stderr
+    packed = kdissect_text("pcap", str(xz), env=env)
+    assert packed.returncode != 0 and "xz -dc FILE | kdissect pcap -" in packed.stderr
+
+
 def test_unsupported_link_type_is_reported(tmp_path):
     from scapy.utils import PcapWriter
 

@@ -47,6 +47,37 @@ class CaptureError(Exception):
     pass
 
 
+# files people give for a capture, by their first bytes: what to do instead
+_OTHER_FILES = (
+    (b"\xfd7zXZ\x00", "an xz-compressed file: xz -dc FILE | kdissect pcap -"),
+    (b"\x28\xb5\x2f\xfd", "a zstd-compressed file: zstd -dc FILE | kdissect pcap -"),
+    (b"BZh", "a bzip2-compressed file: bzip2 -dc FILE | kdissect pcap -"),
+    (b"PK\x03\x04", "a zip archive: unzip it and give the capture inside"),
+)
+_KEY_LOG_LABELS = (b"CLIENT_RANDOM ", b"_TRAFFIC_SECRET_0 ", b"EXPORTER_SECRET ")
+
+
+def not_a_capture(path: str, head: bytes) -> str:
+    """What to say of a file that starts with ``head`` and is no capture (the start of
+    the message after its path)."""
+    text = (
+        f"not a pcap or pcapng file (starts with {head[:4].hex(' ')}); kdissect reads "
+        f"pcap, pcapng and their gzip-compressed forms"
+    )
+    if path != "-":
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4096)
+        except OSError:
+            pass
+    for magic, what in _OTHER_FILES:
+        if head.startswith(magic):
+            return f"{text}; this is {what}"
+    if any(label in head for label in _KEY_LOG_LABELS):
+        return f"{text}; this is a TLS key log: give it with --keylog beside the capture"
+    return text
+
+
 @dataclass(slots=True)
 class Packet:
     index: int  # 1-based, as Wireshark numbers frames
@@ -180,6 +211,8 @@ class CaptureReader:
                 try:
                     rows = scanner.feed(data, len(data) < want)  # short only at the end
                 except ValueError as e:
+                    if str(e).startswith("not a pcap or pcapng file"):
+                        e = ValueError(not_a_capture(self.path, bytes(data[:4])))
                     raise CaptureError(f"{self.path}: {e}") from None
                 finally:
                     self.format = scanner.format
@@ -203,10 +236,7 @@ class CaptureReader:
             self.format = "pcapng"
             yield from in_time_order(self._pcapng(magic))
         else:
-            raise CaptureError(
-                f"{self.path}: not a pcap or pcapng file (starts with {magic.hex(' ')}); "
-                f"kdissect reads pcap, pcapng and their gzip-compressed forms"
-            )
+            raise CaptureError(f"{self.path}: {not_a_capture(self.path, magic)}")
 
     def _pcap(self, magic: bytes) -> Iterator[Packet]:
         endian, unit = PCAP_MAGICS[magic]
