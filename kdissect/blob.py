@@ -990,10 +990,11 @@ def _read_plain(src: _Source) -> Blob | None:
         return None
     if len(out.data) % 2:
         odd = next(p for p in out.pieces if p.size % 2)
+        line, col = _odd_group(src, odd)
         raise BlobError(
             f"odd number of hex digits ({len(out.data)}): a digit is missing or extra",
-            odd.line,
-            odd.col,
+            line,
+            col,
         )
     data = bytes.fromhex(out.data.decode())
     pieces, done = [], 0
@@ -1002,6 +1003,26 @@ def _read_plain(src: _Source) -> Blob | None:
         pieces.append(Piece(p.line, p.col, p.end_line, p.end_col, lo, hi - lo, p.what))
         done += p.size
     return Blob(data, "hex", tuple(pieces))
+
+
+def _odd_group(src: _Source, piece: Piece) -> tuple[int, int]:
+    """Where the digit missing or extra most likely is in ``piece`` (hex with an odd
+    number of digits): the first of its groups, between separators, with an odd number
+    of digits; else its start."""
+    for number, (_, line) in enumerate(src.lines(), 1):
+        if number < piece.line:
+            continue
+        if number > piece.end_line:
+            break
+        lo = piece.col - 1 if number == piece.line else 0
+        hi = piece.end_col if number == piece.end_line else len(line)
+        for m in _HEX_GROUP.finditer(line, lo, hi):
+            if len(m[0]) % 2:
+                return number, m.start() + 1
+    return piece.line, piece.col
+
+
+_HEX_GROUP = re.compile(r"(?:0[xX])?+([0-9a-fA-F]++)")
 
 
 def _after_label(line: str) -> int:

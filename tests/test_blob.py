@@ -419,7 +419,10 @@ def test_bytes_inside_code(text, expected):
         ("<<0, 0,\n  corr_id::32>>", 2, 3, "corr_id"),
         ("00000000: 0000 0001  ..\n00000020: 0000 0001  ..", 2, 1, "does not follow"),
         ("{0, 1, 2, 3, 999}", 1, 14, "999 is not a byte value"),
-        ("00 0", 1, 1, "odd number of hex digits"),
+        # (at the group with an odd number of digits: where one is missing or extra)
+        ("00 0", 1, 4, "odd number of hex digits"),
+        ("00 00 00 2a 00 03 00 0c 1", 1, 25, "odd number of hex digits"),
+        ("00 00 00 2a\n00 033 00 0c", 2, 4, "odd number of hex digits"),
     ],
 )
 def test_refusals_name_the_line_and_character(text, line, col, words):
