@@ -674,6 +674,17 @@ def test_a_segment_given_alone_names_what_each_file_read_beside_it_tells(tmp_pat
     assert f"give the partition's directory ({part})" in said
 
 
+def test_a_snapshot_or_checkpoint_line_says_how_many_entries(tmp_path):
+    part, _ = _partition(tmp_path)
+    for name, words in (
+        ("00000000000000000005.snapshot", "producer_snapshot  2 producer entries"),
+        ("leader-epoch-checkpoint", "checkpoint  "),
+    ):
+        res = CliRunner().invoke(main, ["log", str(part / name)])
+        assert res.exit_code == 0 and words in res.stdout, res.output
+    assert " entries" in res.stdout
+
+
 def test_preallocated_index_is_read_cheaply(tmp_path):
     import time
     from kdissect.protocol.ondisk import offset_index

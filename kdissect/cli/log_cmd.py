@@ -436,6 +436,11 @@ def item_parts(item: LogItem) -> list[tuple[str, str | None]]:
             parts.append((f"  {tree.note}", None))
         if isinstance(tree.value, int):
             parts.append((f"  {tree.value} entries", None))
+        else:  # a snapshot's producers, a checkpoint's entries: how many (-V lists them)
+            listed = next((c for c in tree.children if c.ktype == "array"), None)
+            if listed is not None:
+                count = sum(1 for c in listed.children if c.name.startswith("["))
+                parts.append((f"  {count} {listed.name.replace('_', ' ')}", None))
     else:
         parts.append((f"  {item.kind}", None))
     shown: dict[str, int] = {}  # code -> findings of it on the item
