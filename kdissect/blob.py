@@ -315,7 +315,8 @@ def _read_dump(src: _Source) -> Blob | None:
         fmt += "; offsets in octal, as od prints them"
         for d in lines:
             d.offset = int(f"{d.offset:x}", 8)
-    elif as_octal and as_hex:  # (said: the '*' lines stand for more or fewer bytes)
+    elif as_octal and as_hex and any(d.star for d in lines):
+        # (said: the '*' lines stand for more or fewer bytes)
         fmt += "; offsets read as hex, as hexdump prints them (od's are octal: od -A x)"
     if not tails and all(d.words and d.digits == 7 and not d.colon for d in real):
         # hexdump's default and od -x: 16-bit words in the order of the machine that

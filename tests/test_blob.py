@@ -598,6 +598,15 @@ def test_repeated_lines_of_real_dumps(tool, end, tmp_path):
     assert parse_blob(out).data == data
 
 
+def test_offsets_read_as_hex_only_when_repeats_leave_them_in_doubt(tmp_path):
+    """Offsets that follow both as hex and as octal: only '*' lines make that a doubt
+    worth saying (they stand for more or fewer bytes); a short dump says nothing."""
+    short = parse_blob(tool_dump(["hexdump", "-C"], bytes(range(4)), tmp_path))
+    assert short.data == bytes(range(4)) and "octal" not in short.format
+    repeated = parse_blob(tool_dump(["hexdump"], bytes(33), tmp_path))
+    assert repeated.data == bytes(33) and "offsets read as hex" in repeated.format
+
+
 def test_json_to_a_reader_that_goes_away_ends_quietly():
     """`blob --json | head -1`: status 0 and nothing on stderr, as pcap's and log's outputs."""
     import sys
