@@ -109,9 +109,14 @@ def _chains(f, h: PcapHeader, pos: int, size: int) -> bool:
     return True
 
 
+def _window(h: PcapHeader) -> int:
+    """Bytes searched at a time for a chain of record headers: a record and its header."""
+    return MAX_PACKET if h.snaplen > MAX_PACKET else largest_record(h.snaplen) + RECORD
+
+
 def find_start(f, h: PcapHeader, start: int, end: int, size: int) -> int | None:
     """The first offset in [start, end) where a chain of record headers begins."""
-    window = MAX_PACKET if h.snaplen > MAX_PACKET else largest_record(h.snaplen) + RECORD
+    window = _window(h)
     stop = min(end, start + window, size - RECORD + 1)
     pos = start
     while pos < stop:
@@ -215,5 +220,5 @@ def _next_chain(f, h: PcapHeader, pos: int, end: int, size: int) -> int | None:
         found = find_start(f, h, pos, end, size)
         if found is not None:
             return found
-        pos += MAX_PACKET if h.snaplen > MAX_PACKET else largest_record(h.snaplen) + RECORD
+        pos += _window(h)
     return None

@@ -225,7 +225,7 @@ def attribute_values(name: str, attrs: int | None) -> list:
 # other names -- its records, its compressed buffer -- need the tree)
 _HEAD_FIELDS = frozenset(ondisk.BATCH_FIELDS) | {"records", "offset"}
 # what a v0/v1 message answers for them: message_set_span's (first, last, records)
-_SPAN_FIELDS = {"offset": 0, "base_offset": 0, "last_offset": 1, "records": 2}
+_SPAN_FIELDS = {"offset": 0, "base_offset": 0, "records": 2}
 VALUES_FIELDS = (
     _HEAD_FIELDS
     | ATTRIBUTE_FIELDS
@@ -1549,13 +1549,13 @@ def _head_of_values(h: dict) -> _Head:
 
 
 def _head_of(tree: Node) -> _Head:
-    last, max_ts = _last_offset(tree), _max_ts(tree)
-    if tree.ktype != "record_batch":
-        base = _value(tree, "offset")
-        if tree.ktype.startswith("message_v"):  # a wrapper: its inner offsets count
-            first = message_set_span(tree)[0]
-            base = first if first is not None else base
+    max_ts = _max_ts(tree)
+    if tree.ktype.startswith("message_v"):  # a wrapper: its inner offsets count
+        base, last, _ = message_set_span(tree)
         return _Head(base, last, max_ts, None, v2=False)
+    last = _last_offset(tree)
+    if tree.ktype != "record_batch":
+        return _Head(_value(tree, "offset"), last, max_ts, None, v2=False)
     attrs = _value(tree, "attributes") or 0
     abort = False
     if attrs & 0x20:
