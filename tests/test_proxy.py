@@ -27,6 +27,9 @@ from tests.support.sockets import recv_exactly
 pytestmark = pytest.mark.slow  # a broker and the proxy in front of it
 
 ROOT = Path(__file__).resolve().parents[1]
+# the proxy's two forwarders (--forwarder): the tests that say what forwarding keeps run on
+# both
+FORWARDERS = ("event-loop", "threads")
 
 
 class ProxyProcess:
@@ -110,14 +113,20 @@ class ProxyProcess:
         return [json.loads(line) for line in self.out], "".join(self.err)
 
 
-@pytest.fixture
-def chain(tmp_path):
+@pytest.fixture(params=FORWARDERS)
+def chain(tmp_path, request):
     """client → relay A → proxy → relay B → broker (which advertises relay B): the relays
     record each side of the proxy, and the proxy records to tmp_path/proxy.pcapng."""
     relay_b = Relay()
     broker = Broker(advertised_port=relay_b.port)
     relay_b.upstream = ("127.0.0.1", broker.port)
-    proxy = ProxyProcess(f"127.0.0.1:{relay_b.port}", "--write", str(tmp_path / "proxy.pcapng"))
+    proxy = ProxyProcess(
+        f"127.0.0.1:{relay_b.port}",
+        "--write",
+        str(tmp_path / "proxy.pcapng"),
+        "--forwarder",
+        request.param,
+    )
     proxy.recording = tmp_path / "proxy.pcapng"
     relay_a = Relay()
     relay_a.upstream = ("127.0.0.1", proxy.port)
@@ -252,7 +261,7 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     clients = {r.get("client_id") for r in rows if r["direction"] == "request"}
     assert {"kp-through-proxy", "ck-through-proxy"} <= clients
     assert "is reached through" in err
-    assert "(uvloop, forwarding at normal priority)" in err  # installed with the test extra
+    assert "(uvloop, forwarding at normal priority" in err  # installed with the test extra
 
     # bytes: every byte passed unchanged except broker addresses
     assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
@@ -303,10 +312,13 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     assert tshark_ids == sorted(r["correlation_id"] for r in rows)
 
 
-def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly(forwarder):
     """(On plain asyncio: the other tests run on uvloop.)"""
     broker = Broker()
-    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--event-loop", "asyncio")
+    proxy = ProxyProcess(
+        f"127.0.0.1:{broker.port}", "--event-loop", "asyncio", "--forwarder", forwarder
+    )
     try:
         hello = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         hello.sendall(bytes.fromhex("16030100f8010000f40303") + b"\x00" * 40)
@@ -330,7 +342,7 @@ def test_tls_on_a_plaintext_listener_and_a_vanished_broker_close_cleanly():
         broker.stop()
         proxy.proc.kill()
     assert "TLS handshake" in err and "plaintext listener" in err
-    assert "(asyncio, forwarding at normal priority)" in err
+    assert "(asyncio, forwarding at normal priority" in err
     assert any(r["api_name"] == "ApiVersions" and r["direction"] == "response" for r in rows)
 
 
@@ -484,11 +496,12 @@ def read_big(topic: str, bootstrap: str) -> list[bytes]:
     return values
 
 
-def test_many_clients_large_messages_acks0_and_clients_that_vanish():
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_many_clients_large_messages_acks0_and_clients_that_vanish(forwarder):
     from kafka import KafkaConsumer, KafkaProducer
 
     broker = Broker()
-    proxy = ProxyProcess(f"127.0.0.1:{broker.port}")
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "--forwarder", forwarder)
     try:
         # 200 connections at once, each answered on its own connection
         socks = [

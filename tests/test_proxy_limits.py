@@ -19,7 +19,7 @@ import pytest
 from kdissect.protocol import decode_response
 from kdissect.proxy.server import LARGE_FIRST, MAX_NEW_LISTENERS
 from tests.support.broker import free_port
-from tests.test_proxy import ProxyProcess
+from tests.test_proxy import FORWARDERS, ProxyProcess
 from tests.support.sockets import recv_exactly
 
 pytestmark = pytest.mark.slow
@@ -107,12 +107,15 @@ class HostileBroker:
 # -- rewriting only what names a broker ------------------------------------------------------
 
 
-def test_find_coordinator_error_answers_pass_unchanged_and_open_no_listener(apache_kafka):
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_find_coordinator_error_answers_pass_unchanged_and_open_no_listener(
+    apache_kafka, forwarder
+):
     """Apache Kafka answers a malformed share-group key with INVALID_REQUEST, node -1,
     host "", port -1: the proxy passes it as it came, makes no listener for "broker -1";
     a real coordinator in the same kind of answer is rewritten to the proxy."""
     direct_addr = ("127.0.0.1", apache_kafka.node(1).ports["PLAINTEXT"])
-    proxy = ProxyProcess(apache_kafka.bootstrap())
+    proxy = ProxyProcess(apache_kafka.bootstrap(), "--forwarder", forwarder)
     try:
         bad = find_coordinator_v6(2, "not-a-share-key")
         with socket.create_connection(direct_addr, timeout=20) as s:
@@ -237,9 +240,10 @@ def test_broker_ports_base_must_be_a_port():
 
 
 @pytest.mark.alone
-def test_2000_connects_at_once_without_a_stall(apache_kafka):
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_2000_connects_at_once_without_a_stall(apache_kafka, forwarder):
     """A storm of 2,000 connections: none waits for a SYN retry (1 s), all are served."""
-    proxy = ProxyProcess(apache_kafka.bootstrap())
+    proxy = ProxyProcess(apache_kafka.bootstrap(), "--forwarder", forwarder)
     clients: list[socket.socket] = []
     try:
         slowest = 0.0
@@ -284,8 +288,17 @@ def served(port: int, corr: int, tries: int = 50) -> socket.socket:
     raise AssertionError("no connection was served")
 
 
-def test_the_connection_cap_and_the_idle_timeout(apache_kafka):
-    proxy = ProxyProcess(apache_kafka.bootstrap(), "--max-connections", "5", "--idle-timeout", "3")
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_the_connection_cap_and_the_idle_timeout(apache_kafka, forwarder):
+    proxy = ProxyProcess(
+        apache_kafka.bootstrap(),
+        "--max-connections",
+        "5",
+        "--idle-timeout",
+        "3",
+        "--forwarder",
+        forwarder,
+    )
     try:
         kept = [served(proxy.port, i) for i in range(5)]
         refused = [
@@ -359,7 +372,8 @@ def test_running_out_of_file_descriptors_ends_no_listener(apache_kafka, tmp_path
 # -- large answers pass as they come -----------------------------------------------------------
 
 
-def test_large_answers_pass_as_they_come_byte_exact(apache_kafka):
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_large_answers_pass_as_they_come_byte_exact(apache_kafka, forwarder):
     """Fetch answers of megabytes are passed on before their last byte arrives (v4:
     as they come; v12+ librdkafka: but their tail): the bytes are the broker's, and a
     consumer reads every record."""
@@ -376,7 +390,7 @@ def test_large_answers_pass_as_they_come_byte_exact(apache_kafka):
     for v in values:
         producer.produce(topic, v)
     assert producer.flush(60) == 0
-    proxy = ProxyProcess(apache_kafka.bootstrap())
+    proxy = ProxyProcess(apache_kafka.bootstrap(), "--forwarder", forwarder)
     try:
         fetch = _fetch_v4(topic, 100, 9)
         fetch = fetch[:-4] + struct.pack(">i", 8 << 20)  # partition max bytes
@@ -503,7 +517,8 @@ class ScriptedBroker:
         self.sock.close()
 
 
-def test_large_answers_cut_anywhere_pass_byte_exact():
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_large_answers_cut_anywhere_pass_byte_exact(forwarder):
     """Large answers reach the proxy in pieces cut anywhere (inside a size, at an
     answer's end, across two answers): the client gets the broker's bytes exactly. Fetch
     v4 answers pass as they come; a Fetch v16 answer but its tail, whose leader hint of
@@ -538,7 +553,7 @@ def test_large_answers_cut_anywhere_pass_byte_exact():
         ends[4] - 70_000,
     ]
     upstream = ScriptedBroker(answers, cuts)
-    proxy = ProxyProcess(f"127.0.0.1:{upstream.port}")
+    proxy = ProxyProcess(f"127.0.0.1:{upstream.port}", "--forwarder", forwarder)
     try:
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=60) as s:
             for version, corr in ((4, 1), (16, 2), (16, 3), (4, 4), (4, 5)):

@@ -238,6 +238,17 @@ def _yield_cpu() -> None:
     "so small requests beside bulk traffic wait less, at some cost in throughput on a "
     "saturated machine (docs/guide/proxy.md). The display always runs below (nice 10).",
 )
+@click.option(
+    "--forwarder",
+    "forwarder_kind",
+    type=click.Choice(["event-loop", "threads"]),
+    default="event-loop",
+    show_default=True,
+    help="event-loop: every connection in one asyncio loop (TLS on either leg needs it). "
+    "threads: each plaintext connection forwarded by two threads of the compiled "
+    "extension, outside the interpreter, so a small request never waits behind other "
+    "connections' traffic (docs/guide/proxy.md, 'The thread forwarder').",
+)
 @secret_options
 def proxy(
     upstream,
@@ -265,6 +276,7 @@ def proxy(
     metrics_per_connection,
     event_loop,
     forwarder_priority,
+    forwarder_kind,
     show_secrets,
     max_decompressed,
 ):
@@ -300,6 +312,19 @@ def proxy(
     display_filter, options, _ = _traffic_options(filter_text, show_secrets, max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     interactive = on_terminal(fmt, verbose)
+    if forwarder_kind == "threads" and (upstream_tls or ca_file or insecure or tls_cert or tls_key):
+        raise click.UsageError(
+            "--forwarder threads forwards plaintext only; with TLS (--tls-cert, "
+            "--upstream-tls) use --forwarder event-loop"
+        )
+    if forwarder_kind == "threads":
+        from ..protocol.native_ext import compiled
+
+        if compiled("Relay") is None:
+            raise click.UsageError(
+                "--forwarder threads needs the compiled extension (install with cargo on "
+                "the PATH: README.md); use --forwarder event-loop"
+            )
     upstream_ssl = server_ssl = None
     if upstream_tls or ca_file or insecure:
         try:
@@ -374,6 +399,8 @@ def proxy(
             max_connections,
             idle_timeout,
             shared,
+            forwarder_kind,
+            budget,
         )
 
     forwarder = process.start(
@@ -404,7 +431,8 @@ def proxy(
     bound, loop_name, scheduling = ready.rsplit("|", 2)
     listening = (
         f"listening on {bound} for Kafka clients; brokers: {upstream} "
-        f"({loop_name}, forwarding at {scheduling})"
+        f"({loop_name}, forwarding at {scheduling}"
+        + (", a thread per direction)" if forwarder_kind == "threads" else ")")
     )
     if metrics_addr is not None:
         listening += f"; metrics at http://{metrics_addr[0]}:{metrics_addr[1]}/metrics"

@@ -46,6 +46,7 @@ from .skipscan import (
 
 if TYPE_CHECKING:
     from ..capture.pcapng_writer import RecordedConnection, Recorder
+    from .threaded import ThreadForwarder
 
 CONNECT_TIMEOUT = 10
 READ_SIZE = 1 << 18  # bytes taken from a socket at a time
@@ -100,6 +101,7 @@ class _Connection:
     # response is passed on when its first bytes come
     kinds: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     task: asyncio.Task | None = None
+    shut: Callable[[], None] | None = None  # closes it (the thread forwarder's)
 
 
 class _Large:
@@ -240,6 +242,8 @@ class Proxy:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         display: DisplayShared | None = None,
+        forwarder: str = "event-loop",
+        budget: int = 64 << 20,
     ):
         self.upstreams, self.host, self.port = upstreams, host, port
         self.advertise = advertise
@@ -263,10 +267,23 @@ class Proxy:
         self._scratch = bytearray(READ_SIZE)  # every socket reads here first (peer.py)
         self._tasks: set[asyncio.Task] = set()
         self._housekeeping: asyncio.Task | None = None
+        # "threads": each connection forwarded by two threads of the compiled extension
+        # (threaded.py; plaintext only); ``budget``: the bytes their queue holds
+        self.forwarder, self.budget = forwarder, budget
+        self.threads: ThreadForwarder | None = None
 
     # -- listeners ----------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.forwarder == "threads":
+            if self.server_ssl is not None or self.upstream_ssl is not None:
+                raise ValueError(
+                    "--forwarder threads forwards plaintext only: use --forwarder "
+                    "event-loop with TLS"
+                )
+            from .threaded import ThreadForwarder
+
+            self.threads = ThreadForwarder(self, self.budget, STREAM_TAIL, LATE_ANSWERS)
         bootstrap = Listener(None, list(self.upstreams), self.port)
         bootstrap.server = await self._serve(bootstrap, self.port)
         bootstrap.port = bootstrap.server.sockets[0].getsockname()[1]
@@ -288,7 +305,7 @@ class Proxy:
                     if (
                         now - c.last > self.idle_timeout
                         and not len(c.pending)
-                        and c.task is not None
+                        and (c.task is not None or c.shut is not None)
                     ):
                         self.metrics.idle_closed += 1
                         self.repeated(
@@ -297,7 +314,10 @@ class Proxy:
                             f"{c.client[1]}: no traffic for {self.idle_timeout:g} s"
                             f" (--idle-timeout): connection closed",
                         )
-                        c.task.cancel()
+                        if c.task is not None:
+                            c.task.cancel()
+                        elif c.shut is not None:
+                            c.shut()
             self.repeated.tick()
 
     @property
@@ -346,28 +366,34 @@ class Proxy:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.threads is not None:
+            await self.threads.close()
 
     # -- one client connection ------------------------------------------------------------
 
-    async def _connect(self, listener: Listener, who: str):
-        """The first reachable of the listener's upstreams: (reader, writer), or None.
-        The bootstrap list then starts with the one that answered."""
+    def _streams(self, host: str, port: int):
+        """Connect to a broker (the event-loop forwarder's streams)."""
+        return connect(
+            host,
+            port,
+            self._scratch,
+            READ_SIZE,
+            ssl=self.upstream_ssl,
+            # SNI even with --insecure: brokers behind SNI routing need it
+            server_hostname=host if self.upstream_ssl else None,
+        )
+
+    async def _connect(self, listener: Listener, who: str, dial=None):
+        """The first reachable of the listener's upstreams, connected by ``dial(host,
+        port)`` (default: ``_streams``), or None. The bootstrap list then starts with
+        the one that answered."""
         failures = []
         # a copy: another connection that reaches a later upstream reorders the list
         # while this one awaits, and iterating the list itself then skipped the live one
         for host, port in list(listener.upstreams):
             try:
                 streams = await asyncio.wait_for(
-                    connect(
-                        host,
-                        port,
-                        self._scratch,
-                        READ_SIZE,
-                        ssl=self.upstream_ssl,
-                        # SNI even with --insecure: brokers behind SNI routing need it
-                        server_hostname=host if self.upstream_ssl else None,
-                    ),
-                    CONNECT_TIMEOUT,
+                    (dial or self._streams)(host, port), CONNECT_TIMEOUT
                 )
             except (OSError, asyncio.TimeoutError) as e:
                 failures.append(f"{host}:{port} ({e or type(e).__name__})")
@@ -420,20 +446,12 @@ class Proxy:
             if up is None:
                 return
             up_reader, upstream_w = up
-            broker = upstream_w.get_extra_info("peername")[:2]
-            index = next(self._index)
-            advertise = self.advertise or self.host
-            if advertise in _WILDCARDS:  # never hand out 0.0.0.0: the address this client used
-                advertise = writer.get_extra_info("sockname")[0].removeprefix("::ffff:")
-            c = _Connection(
-                index, client, broker, advertise, self.metrics.open(index, client, broker)
+            c = self._opened(
+                client,
+                upstream_w.get_extra_info("peername")[:2],
+                writer.get_extra_info("sockname")[0],
             )
-            c.last, c.task = asyncio.get_running_loop().time(), task
-            self.live[index] = c
-            if self.recorder is not None:
-                c.recorded = self.recorder.connection(client, broker)
-            if self.feed is not None:
-                self.feed.open(index, client, broker)
+            c.task = task
             ups = asyncio.create_task(self._requests(reader, upstream_w, c, who))
             down = asyncio.create_task(self._responses(up_reader, writer, c))
             try:
@@ -463,22 +481,44 @@ class Proxy:
                 + "".join(traceback.format_exception(e)).rstrip(),
             )
         finally:
-            self.active -= 1
-            if c is not None:
-                self.live.pop(c.index, None)
-                self.metrics.close(c.index)
-                if self.feed is not None:
-                    self.feed.close(c.index)
-                if c.recorded is not None:
-                    self._safely(c.recorded.close)
+            self._ended(c)
             for w in (writer, upstream_w):
                 if w is not None:
                     w.close()
             self._tasks.discard(task)
 
+    def _opened(self, client: tuple[str, int], broker: tuple[str, int], local: str) -> _Connection:
+        """A client connection forwarded to ``broker``, counted, recorded and shown
+        from now on; ``local``: the address the client connected to."""
+        index = next(self._index)
+        advertise = self.advertise or self.host
+        if advertise in _WILDCARDS:  # never hand out 0.0.0.0: the address this client used
+            advertise = local.removeprefix("::ffff:")
+        c = _Connection(index, client, broker, advertise, self.metrics.open(index, client, broker))
+        c.last = asyncio.get_running_loop().time()
+        self.live[index] = c
+        if self.recorder is not None:
+            c.recorded = self.recorder.connection(client, broker)
+        if self.feed is not None:
+            self.feed.open(index, client, broker)
+        return c
+
+    def _ended(self, c: _Connection | None) -> None:
+        """An admitted client connection ended (``c``: None if it never reached a
+        broker)."""
+        self.active -= 1
+        if c is None:
+            return
+        self.live.pop(c.index, None)
+        self.metrics.close(c.index)
+        if self.feed is not None:
+            self.feed.close(c.index)
+        if c.recorded is not None:
+            self._safely(c.recorded.close)
+
     async def _serve(self, listener: Listener, port: int):
         """Listen for ``listener`` on ``port`` (0: a free one)."""
-        if self.server_ssl is None:
+        if self.server_ssl is None and self.threads is None:
             loop = asyncio.get_running_loop()
 
             def made(peer: Peer, transport) -> None:
@@ -489,7 +529,11 @@ class Proxy:
             return await loop.create_server(
                 lambda: Peer(self._scratch, READ_SIZE, made), self.host, port, backlog=BACKLOG
             )
-        return _TlsServer(self, listener, socket.create_server((self.host, port), backlog=BACKLOG))
+        sock = socket.create_server((self.host, port), backlog=BACKLOG)
+        if self.server_ssl is not None:
+            return _Acceptor(self, listener, sock, self._tls_client)
+        assert self.threads is not None, "a plaintext listener of the thread forwarder"
+        return _Acceptor(self, listener, sock, self.threads.client)
 
     async def _tls_client(self, sock: socket.socket, listener: Listener) -> None:
         """On a TLS listener: peek at the client's first byte before any event loop reads
@@ -574,8 +618,7 @@ class Proxy:
         """Client to broker: each chunk is written as it comes (requests are never
         rewritten); the framing core finds the requests in it for pairing, display and
         recording."""
-        feed, pending, counters = self.feed, c.pending, c.counters
-        api = self.metrics.api
+        counters = c.counters
         clock = asyncio.get_running_loop().time
         held = self.held
         side = held.side(f"{who} request")  # no resync: a bad size ends the connection
@@ -607,29 +650,7 @@ class Proxy:
                 # latencies by perf_counter: the loop's clock (uvloop's) counts whole ms
                 now = time.perf_counter()
                 for f in frames:
-                    data = f.data
-                    shown = feed is not None and feed.room(len(data))
-                    token = c.sasl.client_token(data)
-                    if len(data) >= 8 and not token:
-                        key, version, corr = _HEAD.unpack_from(data)
-                        answered = key != PRODUCE or not _acks0(data)
-                        pending.request(corr, (key, version, shown), answered, now)
-                        if answered:
-                            if len(c.kinds) > 4096:  # answers that never came
-                                c.kinds.clear()
-                            c.kinds[data[4:8]] = (key, version)
-                        api(key).requests += 1
-                        if key in _SASL_KEYS:
-                            self.saw_sasl = True
-                    counters.requests += 1
-                    if shown:
-                        feed.frame(c.index, 0, ts, f.offset, data)
-                    elif feed is not None:
-                        counters.dropped += 1
-                        feed.unreported += 1
-                        self.metrics.shed()
-                    if c.recorded is not None:
-                        self._safely(self._record, c, 0, data, ts, token)
+                    self.request_seen(c, f.data, f.offset, ts, now)
                 await writer.drain()
         except (ConnectionError, OSError):
             return
@@ -639,12 +660,106 @@ class Proxy:
             self._record_rest(c, 0, side)
             held.forget(side)
 
+    def request_seen(
+        self, c: _Connection, data: bytes, offset: int, ts: float, now: float, whole: bool = True
+    ) -> None:
+        """A request passed (``data``: after its size prefix; only its first bytes when
+        not ``whole``): paired, counted, shown and recorded. ``ts``: wall clock; ``now``:
+        ``time.perf_counter``'s."""
+        feed = self.feed
+        shown = whole and feed is not None and feed.room(len(data))
+        token = c.sasl.client_token(data)
+        if len(data) >= 8 and not token:
+            key, version, corr = _HEAD.unpack_from(data)
+            answered = key != PRODUCE or not _acks0(data)
+            c.pending.request(corr, (key, version, shown), answered, now)
+            if answered:
+                if len(c.kinds) > 4096:  # answers that never came
+                    c.kinds.clear()
+                c.kinds[data[4:8]] = (key, version)
+            self.metrics.api(key).requests += 1
+            if key in _SASL_KEYS:
+                self.saw_sasl = True
+        c.counters.requests += 1
+        if shown:
+            feed.frame(c.index, 0, ts, offset, data)
+        elif feed is not None:
+            c.counters.dropped += 1
+            feed.unreported += 1
+            self.metrics.shed()
+        if c.recorded is not None:
+            self._safely(self._record, c, 0, data, ts, token)
+
+    def response_seen(
+        self, c: _Connection, data: bytes, offset: int, ts: float, now: float, whole: bool = True
+    ) -> tuple[int, int] | None:
+        """An answer came (``data`` as the broker sent it): paired, counted, shown and
+        recorded. Its request's (api key, version), None when unpaired."""
+        feed, counters = self.feed, c.counters
+        match = None
+        kind = None
+        token = c.sasl.broker_token()
+        if len(data) >= 4 and not token:
+            match, _ = c.pending.response(_SIZE.unpack_from(data)[0], now)
+        shown = False
+        if match is not None:
+            p = match.pending
+            key, version, shown = p.item
+            kind = key, version
+            c.kinds.pop(bytes(data[:4]), None)
+            a = self.metrics.api(key)
+            a.responses += 1
+            a.observe(now - p.ts)
+            code = top_error_code(data, key, version)
+            if code:
+                a.error(code)
+            if response_layout(key, version) is None:
+                c.sasl.answered(key, version, data)
+        counters.responses += 1
+        if feed is not None:
+            # the display gets whole exchanges: no answer to a request it missed
+            if match is None or shown:
+                if whole and feed.room(len(data), answer=match is not None):
+                    feed.frame(c.index, 1, ts, offset, data)
+                elif match is None or not feed.cut(c.index, 1, ts, offset, data):
+                    # (cut: the exchange shown, its answer said not shown)
+                    counters.dropped += 1
+                    feed.unreported += 1
+                    self.metrics.shed()
+        if c.recorded is not None:  # as the broker sent it
+            self._safely(self._record, c, 1, data, ts, token)
+        return kind
+
     def _record_rest(self, c: _Connection, direction: int, side: Side) -> None:
         # (not after bytes that are not Kafka: the chunk holding them was not forwarded)
-        rest = side.framer.held() if c.recorded is not None and not side.error else b""
+        if not side.error:
+            self.partial_seen(c, direction, side.framer.held(), time.time())
+
+    def partial_seen(self, c: _Connection, direction: int, rest: bytes, ts: float) -> None:
+        """A message the connection's end cut (its bytes, size included): recorded."""
         if rest and c.recorded is not None:
             raw = c.sasl.active if direction == 0 else bool(c.sasl.awaiting)
-            self._safely(c.recorded.partial, direction, rest, time.time(), raw)
+            self._safely(c.recorded.partial, direction, rest, ts, raw)
+
+    async def rewrite_for(
+        self, index: int, api_key: int, api_version: int, body: bytes, sent: int
+    ) -> bytes | None:
+        """For the thread forwarder: connection ``index``'s answer with its broker
+        addresses rewritten (``body`` itself when nothing changes), keeping its size when
+        ``sent`` >= 0 of its bytes are passed on already; None: the connection closes."""
+        c = self.live.get(index)
+        if c is None:
+            return None
+        if sent < 0:
+            new = await self._rewritten(body, api_key, api_version, c) or body
+        else:
+            same = await self._rewritten_same_size(body, api_key, api_version, c, sent)
+            if same is None:
+                return None
+            new = same
+        if new is not body:
+            self.metrics.api(api_key).rewritten += 1
+        return new
 
     async def _responses(self, reader: Peer, writer, c: _Connection) -> None:
         """Broker to client, in order. A response that names brokers may be rewritten,
@@ -655,8 +770,7 @@ class Proxy:
         size (``rewrite_same_size``). A large response is copied once, into a buffer of
         its size (``_Large``), and written from there: no growing, joining or slicing
         of megabytes per chunk (which made the forwarder the Java consumer's ceiling)."""
-        feed, pending, counters = self.feed, c.pending, c.counters
-        api = self.metrics.api
+        pending, counters = c.pending, c.counters
         clock = asyncio.get_running_loop().time
         held = self.held
         side = held.side(f"{c.client[0]}:{c.client[1]} response", forwarded=False)
@@ -735,34 +849,17 @@ class Proxy:
                 for f in done + frames:
                     big = f if isinstance(f, _Large) else None
                     data = new = f.body if big is not None else f.data
-                    match = None
-                    token = c.sasl.broker_token()
-                    if len(data) >= 4 and not token:
-                        match, _ = pending.response(_SIZE.unpack_from(data)[0], time.perf_counter())
-                    if match is not None:
-                        p = match.pending
-                        key, version, shown = p.item
-                        c.kinds.pop(bytes(data[:4]), None)
-                        a = api(key)
-                        a.responses += 1
-                        a.observe(time.perf_counter() - p.ts)
-                        code = top_error_code(data, key, version)
-                        if code:
-                            a.error(code)
-                        if response_layout(key, version) is not None:
-                            if big is not None:
-                                same = await self._rewritten_same_size(
-                                    data, key, version, c, big.sent - 4
-                                )
-                                if same is None:
-                                    return  # (said why) the client reconnects
-                                new = same
-                            else:
-                                new = await self._rewritten(data, key, version, c) or data
-                            if new is not data:
-                                a.rewritten += 1
+                    kind = self.response_seen(c, data, (big or f).offset, ts, time.perf_counter())
+                    if kind is not None and response_layout(*kind) is not None:
+                        if big is not None:
+                            same = await self._rewritten_same_size(data, *kind, c, big.sent - 4)
+                            if same is None:
+                                return  # (said why) the client reconnects
+                            new = same
                         else:
-                            c.sasl.answered(key, version, data)
+                            new = await self._rewritten(data, *kind, c) or data
+                        if new is not data:
+                            self.metrics.api(kind[0]).rewritten += 1
                     if new is not data:
                         changed = True
                     if big is not None:  # the rest of it (size unchanged)
@@ -773,20 +870,6 @@ class Proxy:
                     else:
                         out.append(_SIZE.pack(len(new)))
                         out.append(new)
-                    counters.responses += 1
-                    if feed is not None:
-                        # the display gets whole exchanges: no answer to a request it missed
-                        if match is None or shown:
-                            if feed.room(len(data), answer=match is not None):
-                                feed.frame(c.index, 1, ts, (big or f).offset, data)
-                            elif match is None or not feed.cut(
-                                c.index, 1, ts, (big or f).offset, data
-                            ):  # (cut: the exchange shown, its answer said not shown)
-                                counters.dropped += 1
-                                feed.unreported += 1
-                                self.metrics.shed()
-                    if c.recorded is not None:  # as the broker sent it
-                        self._safely(self._record, c, 1, data, ts, token)
                 framer = side.framer
                 if chunk and framer.pending and framer.base != hold_at:  # not whole yet
                     base = framer.base
@@ -962,16 +1045,18 @@ class Proxy:
         return [sp for sp in spans if sp.node_id in ports], ports
 
 
-class _TlsServer:
-    """A listening socket whose connections go to ``Proxy._tls_client`` (the proxy
-    accepts them itself, to look at the first byte before TLS starts)."""
+class _Acceptor:
+    """A listening socket whose connections the proxy accepts itself and hands to
+    ``handle(socket, listener)``: on a TLS listener to look at the first byte before TLS
+    starts (``Proxy._tls_client``), for the thread forwarder to give the socket to its
+    threads."""
 
-    def __init__(self, proxy: Proxy, listener: Listener, sock: socket.socket):
+    def __init__(self, proxy: Proxy, listener: Listener, sock: socket.socket, handle):
         sock.setblocking(False)
         self.sockets = [sock]
-        self._task = asyncio.create_task(self._accept(proxy, listener, sock))
+        self._task = asyncio.create_task(self._accept(proxy, listener, sock, handle))
 
-    async def _accept(self, proxy: Proxy, listener: Listener, sock: socket.socket) -> None:
+    async def _accept(self, proxy: Proxy, listener: Listener, sock: socket.socket, handle) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -996,7 +1081,7 @@ class _TlsServer:
                 conn.close()
                 continue
             conn.setblocking(False)
-            task = asyncio.create_task(proxy._tls_client(conn, listener))
+            task = asyncio.create_task(handle(conn, listener))
             proxy._tasks.add(task)
             task.add_done_callback(proxy._tasks.discard)
 

@@ -28,6 +28,7 @@ mod produce;
 mod reasm;
 mod record_walk;
 mod records_table;
+mod relay;
 mod scan;
 mod tls;
 mod values;
@@ -908,6 +909,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(records_table::record_table_rows, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_plain::parquet_plain, m)?)?;
     m.add_class::<tls::RecordCipher>()?;
+    m.add_class::<relay::Relay>()?;
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_faulted, m)?)?;

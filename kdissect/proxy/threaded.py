@@ -1,0 +1,200 @@
+"""The thread forwarder (``kdissect proxy --forwarder threads``): each client connection's
+bytes move in two threads of the compiled extension (``_native.Relay``, native/src/relay.rs),
+one per direction, with blocking reads and writes outside the interpreter. The event loop
+still accepts clients, connects to brokers, makes broker listeners and rewrites answers
+that name brokers; everything else it learns afterwards, from the relay's queue of whole
+messages (``Proxy.request_seen``/``response_seen``: pairing, metrics, display, recording).
+
+Why: in one event loop a small request waits behind every other connection's chunks and
+the per-message Python of all of them; measured (docs/guide/proxy.md), threads that
+frame and pair in Python still spent the per-message time on the forwarding path. Here
+the forwarding path holds no Python at all, but for the rare answers that may name brokers.
+
+Plaintext only: TLS on either leg uses the event-loop forwarder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from typing import Any, TypeAlias
+
+from ..protocol.apis import FETCH, NAMES_BROKERS
+from ..protocol.native_ext import compiled
+from ..stream.framing import MAX_MESSAGE
+from .skipscan import response_layout
+
+# (server.py's Proxy, Listener and _Connection: server.py imports this module)
+Proxy: TypeAlias = Any
+Listener: TypeAlias = Any
+Connection: TypeAlias = Any
+
+# answer modes (relay.rs): streamed (0, not listed), held whole to be rewritten, or
+# streamed but their last bytes, rewritten keeping their size (a Fetch answer)
+HOLD, TAIL = 1, 2
+# event kinds (relay.rs)
+MESSAGE, PARTIAL, REFUSED, ENDED, REWRITE_FAILED, DIRECTION_ENDED = range(6)
+NOT_KAFKA_TLS = -1  # a REFUSED event's size: a TLS handshake on a plaintext listener
+REWRITE_WAIT = 30.0  # seconds a forwarding thread waits for the event loop's rewrite
+STOP_WAIT = 10.0  # seconds the proxy's close waits for the threads to end
+HIGHEST_VERSION = 127  # answer versions looked up (newer than the tables: streamed)
+
+
+def modes() -> list[tuple[int, int, int]]:
+    """(api key, version, mode) of every answer that may name brokers: the same choice
+    as the event-loop forwarder's (``response_layout``)."""
+    return [
+        (key, version, TAIL if key == FETCH else HOLD)
+        for key in sorted(NAMES_BROKERS)
+        for version in range(HIGHEST_VERSION + 1)
+        if response_layout(key, version) is not None
+    ]
+
+
+async def dial(host: str, port: int) -> socket.socket:
+    """A plaintext connection to ``host:port`` (each of its addresses in turn)."""
+    loop = asyncio.get_running_loop()
+    failed: OSError | None = None
+    for family, kind, proto, _, addr in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, addr)
+        except OSError as e:
+            sock.close()
+            failed = e
+            continue
+        except BaseException:  # cancelled (the connect timed out)
+            sock.close()
+            raise
+        return sock
+    raise failed or OSError(f"{host} has no address")
+
+
+class ThreadForwarder:
+    """The relay's threads for every client connection of ``proxy``, and the event loop's
+    side of them."""
+
+    def __init__(self, proxy: Proxy, budget: int, stream_tail: int, late: float):
+        Relay = compiled("Relay")
+        if Relay is None:
+            raise ValueError("--forwarder threads needs the compiled extension (README.md)")
+        self.proxy = proxy
+        self.loop = asyncio.get_running_loop()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.relay = Relay(
+            self._wake_w,
+            budget,
+            proxy.recorder is not None,  # a recording loses nothing: never cut
+            modes(),
+            self._rewrite,
+            stream_tail,
+            late,
+            MAX_MESSAGE,
+        )
+        self.loop.add_reader(self._wake_r, self.drain)
+
+    async def client(self, sock: socket.socket, listener: Listener) -> None:
+        """An admitted client: its broker connected, then both sockets go to the relay."""
+        proxy = self.proxy
+        try:
+            client = sock.getpeername()[:2]
+            local = sock.getsockname()[0]
+        except OSError:  # reset as soon as it connected (ENOTCONN)
+            proxy._ended(None)
+            sock.close()
+            return
+        who = f"{client[0]}:{client[1]}"
+        try:
+            broker_sock = await proxy._connect(listener, who, dial)
+        except asyncio.CancelledError:
+            broker_sock = None
+        if broker_sock is None:
+            proxy._ended(None)
+            sock.close()
+            return
+        c = proxy._opened(client, broker_sock.getpeername()[:2], local)
+        c.shut = lambda: self.relay.shutdown(c.index)
+        try:
+            self.relay.start(c.index, sock.detach(), broker_sock.detach())
+        except OSError as e:  # no thread to be had: this client is closed
+            proxy.repeated(
+                "connections closed: no forwarding thread",
+                f"{who}: {e}; closing the connection",
+            )
+            proxy._ended(c)
+
+    def _rewrite(self, conn: int, key: int, version: int, body: bytes, sent: int):
+        """Called by a forwarding thread: the event loop's rewrite of an answer, or None
+        when the connection must close (see ``Proxy.rewrite_for``)."""
+        try:
+            future = asyncio.run_coroutine_threadsafe(
+                self.proxy.rewrite_for(conn, key, version, body, sent), self.loop
+            )
+            return future.result(REWRITE_WAIT)
+        except Exception:  # the loop is gone or stuck: the client reconnects
+            return None
+
+    def drain(self) -> None:
+        """The relay's events, in the order its threads queued them."""
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        proxy = self.proxy
+        clock = self.loop.time
+        for conn, kind, side, wall, mono, offset, data, whole, moved, size in self.relay.take():
+            c = proxy.live.get(conn)
+            if c is None:
+                continue
+            if side == 0:
+                c.counters.bytes_to_broker += moved
+            else:
+                c.counters.bytes_to_client += moved
+            if kind == MESSAGE:
+                c.last = clock()
+                if side == 0:
+                    proxy.request_seen(c, data, offset, wall, mono, whole)
+                else:
+                    proxy.response_seen(c, data, offset, wall, mono, whole)
+            elif kind == PARTIAL:
+                proxy.partial_seen(c, side, data, wall)
+            elif kind == REFUSED:
+                self._refused(c, side, size, offset)
+            elif kind == REWRITE_FAILED:
+                pass  # (said by rewrite_for)
+            elif kind == ENDED:
+                proxy._ended(c)
+
+    def _refused(self, c: Connection, side: int, size: int, offset: int) -> None:
+        who = f"{c.client[0]}:{c.client[1]}"
+        if size == NOT_KAFKA_TLS:
+            text = (
+                f"{who}: a TLS handshake on a plaintext listener: the client speaks TLS "
+                f"(point it at a plaintext listener, or give the proxy --tls-cert/--tls-key "
+                f"and --forwarder event-loop); closing the connection"
+            )
+        elif side == 0:
+            text = (
+                f"{who}: the client sent an implausible message size {size} at stream "
+                f"offset {offset}, which is not Kafka; closing the connection"
+            )
+        else:
+            text = (
+                f"broker {c.broker[0]}:{c.broker[1]} sent an implausible message size "
+                f"{size} at stream offset {offset}, which is not Kafka; closing the connection"
+            )
+        self.proxy.on_note(text)
+
+    async def close(self) -> None:
+        """Every connection closed, its threads ended and its last events taken."""
+        self.relay.stop()
+        await self.loop.run_in_executor(None, self.relay.wait, STOP_WAIT)
+        self.drain()
+        self.loop.remove_reader(self._wake_r)
+        os.close(self._wake_r)
+        # (the write end stays open: a thread that outlived the wait may still write it)

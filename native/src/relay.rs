@@ -1,0 +1,1005 @@
+//! The proxy's forwarder with a thread per direction (`kdissect proxy --forwarder threads`,
+//! kdissect/proxy/threaded.py). Each connection's bytes move between its two sockets in
+//! blocking reads and writes of its own two threads, outside the interpreter: a small
+//! request never queues behind another connection's bulk traffic in one event loop, and
+//! no byte waits for Python, except an answer that may name brokers (its addresses are
+//! rewritten by Python, which this thread then waits for).
+//!
+//! Each direction is framed here (the size prefix); every whole message goes to a queue
+//! Python drains for pairing, metrics, the display and the recording. The queue is
+//! bounded: past its budget a message is queued with only its first `HEAD_KEPT` bytes
+//! (enough to pair it and read its error code) and marked cut, so the display sheds it
+//! and counts it; when a recording is made nothing may be cut, and the forwarding thread
+//! waits for room instead, as the event-loop forwarder waits for its recording.
+
+use crate::head;
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+use std::collections::{HashMap, VecDeque};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::FromRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const READ_SIZE: usize = 128 * 1024;
+/// Bytes of a message kept when the queue has no room for all of it: its header, and for
+/// an answer its top-level error code, for pairing and metrics.
+const HEAD_KEPT: usize = 1024;
+/// Requests awaiting answers on one connection before the table is cleared (answers that
+/// never came; the event-loop forwarder's `kinds` bound).
+const MAX_PENDING: usize = 4096;
+const STACK: usize = 256 * 1024;
+const PRODUCE: i16 = 0;
+
+// How an answer passes (Python's `threaded.MODES`): as it comes; whole, so that its broker
+// addresses can be rewritten (any size); or as it comes but its last `tail` bytes, which
+// are rewritten keeping its size (a Fetch answer: its leader hints come last).
+const STREAM: u8 = 0;
+const HOLD: u8 = 1;
+const TAIL: u8 = 2;
+
+// Event kinds (Python's `threaded.py` reads them by these numbers)
+const MESSAGE: u8 = 0;
+const PARTIAL: u8 = 1; // an unfinished message's bytes when its direction ended
+const REFUSED: u8 = 2; // the peer is not speaking Kafka: `size` says why (below)
+const ENDED: u8 = 3; // both threads are done; the connection's sockets are closed
+const REWRITE_FAILED: u8 = 4; // an answer could not be rewritten: the connection closes
+const DIRECTION_ENDED: u8 = 5; // one thread is done (its bytes moved since its last event)
+
+const NOT_KAFKA_TLS: i64 = -1; // a TLS handshake on a plaintext listener (`size`)
+
+struct Event {
+    conn: u64,
+    kind: u8,
+    side: u8, // 0: client to broker, 1: broker to client
+    wall: f64,
+    mono: f64,
+    offset: u64, // stream offset of the message (after its size prefix)
+    data: Vec<u8>,
+    whole: bool,
+    moved: u64, // bytes this direction forwarded since its previous event
+    size: i64,  // the size prefix (a refused one, or a cut message's)
+}
+
+struct Queue {
+    events: VecDeque<Event>,
+    bytes: usize,
+}
+
+struct Conn {
+    client: TcpStream,
+    broker: TcpStream,
+    threads: usize,
+}
+
+/// What a connection's two threads share: requests awaiting answers, by correlation id.
+struct Pairs {
+    pending: Mutex<HashMap<i32, (i16, i16)>>,
+    answered: Condvar, // a pending request was answered (the late-answer wait)
+    client_gone: AtomicBool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    room: Condvar,
+    queued: AtomicUsize,
+    budget: usize,
+    lossless: bool,
+    stopping: AtomicBool,
+    notify_fd: i32,
+    modes: HashMap<(i16, i16), u8>,
+    rewrite: Py<PyAny>,
+    tail: usize,
+    late: Duration,
+    max_message: i64,
+    conns: Mutex<HashMap<u64, Conn>>,
+    all_ended: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner()) // a panicked thread leaves data usable
+}
+
+fn now() -> (f64, f64) {
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // CLOCK_MONOTONIC: Python's time.perf_counter() on Linux, which latencies use
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (wall, ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+}
+
+impl Shared {
+    /// Whether a message of `size` bytes may be queued whole.
+    fn room_for(&self, size: usize) -> bool {
+        self.lossless || self.queued.load(Ordering::Relaxed) + size <= self.budget
+    }
+
+    fn push(&self, ev: Event) {
+        let n = ev.data.len();
+        let mut q = lock(&self.queue);
+        // a recording loses nothing: the thread waits while Python is behind (bounded
+        // waits, so that a stopping proxy is never stuck here)
+        while self.lossless && q.bytes > self.budget && !self.stopping.load(Ordering::Relaxed) {
+            q = self
+                .room
+                .wait_timeout(q, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let was_empty = q.events.is_empty();
+        q.bytes += n;
+        q.events.push_back(ev);
+        self.queued.store(q.bytes, Ordering::Relaxed);
+        drop(q);
+        if was_empty {
+            // Python's event loop wakes on this pipe (full: it has a wake-up waiting)
+            unsafe { libc::write(self.notify_fd, b"!".as_ptr() as *const libc::c_void, 1) };
+        }
+    }
+
+    fn event(&self, conn: u64, kind: u8, side: u8) -> Event {
+        let (wall, mono) = now();
+        Event {
+            conn,
+            kind,
+            side,
+            wall,
+            mono,
+            offset: 0,
+            data: Vec::new(),
+            whole: true,
+            moved: 0,
+            size: 0,
+        }
+    }
+
+    /// One of the connection's threads ended; the last one says so (its sockets are
+    /// closed when the last clone of them is dropped, with this entry).
+    fn thread_ended(&self, conn: u64, moved: u64, side: u8) {
+        let mut ev = self.event(conn, ENDED, side);
+        ev.moved = moved;
+        let mut conns = lock(&self.conns);
+        let last = match conns.get_mut(&conn) {
+            Some(c) => {
+                c.threads -= 1;
+                c.threads == 0
+            }
+            None => true,
+        };
+        if last {
+            conns.remove(&conn);
+        } else {
+            ev.kind = DIRECTION_ENDED;
+        }
+        let empty = conns.is_empty();
+        drop(conns);
+        self.push(ev);
+        if empty {
+            self.all_ended.notify_all();
+        }
+    }
+}
+
+/// A message being read on one direction.
+struct Msg {
+    offset: u64, // stream offset of its body
+    size: usize,
+    got: usize,
+    mode: u8,
+    body: Vec<u8>,
+    whole: bool,    // all of it is collected (else its first HEAD_KEPT bytes)
+    forced: bool,   // collected whole to be rewritten, not because the queue had room
+    written: usize, // body bytes passed on already (STREAM, TAIL)
+    kind: Option<(i16, i16)>,
+}
+
+/// Where a chunk's bytes go: ranges of the chunk as read, or bytes made here (a size
+/// prefix, a rewritten answer, a message's first bytes read in an earlier chunk).
+enum Part {
+    Chunk(usize, usize),
+    Owned(Vec<u8>),
+}
+
+fn push_range(out: &mut Vec<Part>, a: usize, b: usize) {
+    if a == b {
+        return;
+    }
+    if let Some(Part::Chunk(_, end)) = out.last_mut() {
+        if *end == a {
+            *end = b;
+            return;
+        }
+    }
+    out.push(Part::Chunk(a, b));
+}
+
+/// One direction's framing: the size prefix and first bytes of a message not begun yet
+/// (`head`), then the message itself.
+struct Framing {
+    pos: u64, // stream offset of the next byte
+    head: [u8; 8],
+    hl: usize,
+    head_at: Option<usize>, // where in this chunk `head` began (None: an earlier chunk)
+    cur: Option<Msg>,
+    moved: u64,
+}
+
+enum Step {
+    Go,
+    Bad(i64, u64), // an implausible size, at this stream offset
+    Close,         // an answer could not be rewritten
+}
+
+impl Framing {
+    fn new() -> Framing {
+        Framing {
+            pos: 0,
+            head: [0; 8],
+            hl: 0,
+            head_at: None,
+            cur: None,
+            moved: 0,
+        }
+    }
+}
+
+struct Side<'a> {
+    sh: &'a Shared,
+    conn: u64,
+    pairs: &'a Pairs,
+    side: u8,
+}
+
+impl Side<'_> {
+    /// A message is complete: queued (a request after noting what answers it).
+    fn finish(&self, f: &mut Framing, m: Msg) {
+        if self.side == 0 {
+            self.note_request(&m.body);
+        }
+        let mut ev = self.sh.event(self.conn, MESSAGE, self.side);
+        ev.offset = m.offset;
+        // (one collected to be rewritten is queued whole only if there is room now)
+        ev.whole = m.whole && (!m.forced || self.sh.room_for(m.size));
+        ev.size = m.size as i64;
+        ev.data = m.body;
+        if !ev.whole {
+            ev.data.truncate(HEAD_KEPT);
+        }
+        ev.moved = std::mem::take(&mut f.moved);
+        self.sh.push(ev);
+    }
+
+    fn note_request(&self, body: &[u8]) {
+        let Some((key, version)) = head::key_version(body) else {
+            return;
+        };
+        if key == PRODUCE {
+            // an acks=0 Produce is never answered: the late-answer wait must not await it
+            let hv = if version >= 9 { 2 } else { 1 };
+            if let head::Read::Head(h) = head::read(body, hv) {
+                if h.acks == Some(0) {
+                    return;
+                }
+            }
+        }
+        let corr = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
+        let mut p = lock(&self.pairs.pending);
+        if p.len() >= MAX_PENDING {
+            p.clear();
+        }
+        p.insert(corr, (key, version));
+    }
+
+    /// The answer beginning with `head` (its size and correlation id): how it passes.
+    fn answer_kind(&self, corr: Option<[u8; 4]>) -> (u8, Option<(i16, i16)>) {
+        let Some(c) = corr else {
+            return (STREAM, None);
+        };
+        let mut p = lock(&self.pairs.pending);
+        let kind = p.remove(&i32::from_be_bytes(c));
+        let empty = p.is_empty();
+        drop(p);
+        if empty {
+            self.pairs.answered.notify_all();
+        }
+        match kind {
+            Some(k) => (*self.sh.modes.get(&k).unwrap_or(&STREAM), Some(k)),
+            None => (STREAM, None),
+        }
+    }
+
+    /// Python's rewrite of an answer that may name brokers: the new body, or None when
+    /// the connection must close. `sent`: body bytes passed on already (-1: none, any
+    /// size may come back; else the same size must).
+    fn rewritten(&self, m: &Msg, sent: i64) -> Option<Vec<u8>> {
+        let (key, version) = m.kind?;
+        Python::with_gil(|py| {
+            let body = PyBytes::new(py, &m.body);
+            let got = self
+                .sh
+                .rewrite
+                .call1(py, (self.conn, key, version, body, sent))
+                .ok()?;
+            let new = got.bind(py).downcast::<PyBytes>().ok()?;
+            let new = new.as_bytes();
+            if sent >= 0
+                && (new.len() != m.body.len() || new[..sent as usize] != m.body[..sent as usize])
+            {
+                return None;
+            }
+            Some(new.to_vec())
+        })
+    }
+
+    /// Frames `chunk`; `out` gets what is passed on (responses), in order.
+    fn feed(&self, f: &mut Framing, chunk: &[u8], out: &mut Vec<Part>) -> Step {
+        let answers = self.side == 1;
+        let mut i = 0;
+        let n = chunk.len();
+        f.head_at = None;
+        while i < n {
+            if let Some(m) = f.cur.as_mut() {
+                let k = (m.size - m.got).min(n - i);
+                let piece = &chunk[i..i + k];
+                if m.whole {
+                    m.body.extend_from_slice(piece);
+                } else if m.body.len() < HEAD_KEPT {
+                    let keep = (HEAD_KEPT - m.body.len()).min(k);
+                    m.body.extend_from_slice(&piece[..keep]);
+                }
+                if answers {
+                    let limit = match m.mode {
+                        STREAM => m.size,
+                        TAIL => m.size - self.sh.tail,
+                        _ => 0,
+                    };
+                    let upto = (m.got + k).min(limit);
+                    if upto > m.written {
+                        push_range(out, i + (m.written - m.got), i + (upto - m.got));
+                        m.written = upto;
+                    }
+                }
+                m.got += k;
+                i += k;
+                f.pos += k as u64;
+                if m.got == m.size {
+                    let m = f.cur.take().expect("a message is being read");
+                    if answers && m.mode != STREAM {
+                        let sent = if m.mode == TAIL { m.written as i64 } else { -1 };
+                        let Some(new) = self.rewritten(&m, sent) else {
+                            return Step::Close;
+                        };
+                        if m.mode == HOLD {
+                            out.push(Part::Owned((new.len() as i32).to_be_bytes().to_vec()));
+                            out.push(Part::Owned(new));
+                        } else {
+                            out.push(Part::Owned(new[m.written..].to_vec()));
+                        }
+                    }
+                    self.finish(f, m);
+                }
+                continue;
+            }
+            // a message's size prefix (and its first four bytes: an answer's correlation id)
+            if f.hl == 0 {
+                f.head_at = Some(i);
+            }
+            let want = if f.hl >= 4 {
+                let size = i32::from_be_bytes(f.head[..4].try_into().expect("4 bytes")) as i64;
+                4 + size.clamp(0, 4) as usize
+            } else {
+                4
+            };
+            let k = (want - f.hl).min(n - i);
+            f.head[f.hl..f.hl + k].copy_from_slice(&chunk[i..i + k]);
+            f.hl += k;
+            i += k;
+            if f.hl < 4 {
+                continue;
+            }
+            let size = i32::from_be_bytes(f.head[..4].try_into().expect("4 bytes")) as i64;
+            if size < 0 || size > self.sh.max_message {
+                return Step::Bad(size, f.pos);
+            }
+            let first = 4 + (size as usize).min(4);
+            if f.hl < first {
+                continue;
+            }
+            let size = size as usize;
+            let (mut mode, kind) = if answers {
+                self.answer_kind((size >= 4).then(|| f.head[4..8].try_into().expect("4 bytes")))
+            } else {
+                (STREAM, None)
+            };
+            if mode == TAIL && size <= self.sh.tail {
+                mode = HOLD; // small: kept whole, and any size may come back
+            }
+            let room = self.sh.room_for(size);
+            let whole = mode != STREAM || room;
+            let mut body = Vec::with_capacity(if whole {
+                size.min(1 << 20)
+            } else {
+                HEAD_KEPT.min(size)
+            });
+            body.extend_from_slice(&f.head[4..f.hl]);
+            let got = f.hl - 4;
+            let mut m = Msg {
+                offset: f.pos + 4,
+                size,
+                got,
+                mode,
+                body,
+                whole,
+                forced: !room,
+                written: 0,
+                kind,
+            };
+            f.pos += f.hl as u64;
+            if answers && mode != HOLD {
+                // the size prefix and first bytes pass now
+                let limit = if mode == TAIL {
+                    size - self.sh.tail
+                } else {
+                    size
+                };
+                let upto = got.min(limit);
+                match f.head_at {
+                    Some(at) if at + f.hl == i => push_range(out, at, at + 4 + upto),
+                    _ => out.push(Part::Owned(f.head[..4 + upto].to_vec())),
+                }
+                m.written = upto;
+            }
+            f.hl = 0;
+            f.head_at = None;
+            if m.got == m.size {
+                // an empty message (or one of under four bytes): done
+                if answers && m.mode != STREAM {
+                    // (cannot happen: a kind needs a correlation id, 4 bytes)
+                    m.mode = STREAM;
+                }
+                self.finish(f, m);
+            } else {
+                f.cur = Some(m);
+            }
+        }
+        Step::Go
+    }
+
+    /// The direction ended: the bytes of a message it did not finish, for the recording.
+    fn partial(&self, f: &mut Framing) {
+        let mut data = f.head[..f.hl].to_vec();
+        let mut offset = f.pos;
+        if let Some(m) = f.cur.take() {
+            if !m.whole {
+                return;
+            }
+            offset = m.offset - 4;
+            data = (m.size as i32).to_be_bytes().to_vec();
+            data.extend_from_slice(&m.body);
+        }
+        if data.is_empty() || !self.sh.lossless {
+            return;
+        }
+        let mut ev = self.sh.event(self.conn, PARTIAL, self.side);
+        ev.offset = offset;
+        ev.data = data;
+        self.sh.push(ev);
+    }
+
+    fn refused(&self, size: i64, offset: u64) {
+        let mut ev = self.sh.event(self.conn, REFUSED, self.side);
+        ev.size = size;
+        ev.offset = offset;
+        self.sh.push(ev);
+    }
+}
+
+fn looks_like_tls(b: &[u8]) -> bool {
+    b.len() >= 3 && b[0] == 0x16 && b[1] == 0x03 && b[2] <= 0x04
+}
+
+/// Client to broker: each chunk is written as it came, after its whole requests are
+/// queued (a request's event comes before its answer's).
+fn requests(
+    sh: Arc<Shared>,
+    conn: u64,
+    pairs: Arc<Pairs>,
+    mut client: TcpStream,
+    mut broker: TcpStream,
+) {
+    let s = Side {
+        sh: &sh,
+        conn,
+        pairs: &pairs,
+        side: 0,
+    };
+    let mut f = Framing::new();
+    let mut buf = vec![0u8; READ_SIZE];
+    let mut out = Vec::new();
+    let mut first = true;
+    let mut kafka = true; // (after bytes that are not Kafka nothing is recorded)
+    loop {
+        let n = match client.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        if first {
+            first = false;
+            if looks_like_tls(&buf[..n]) {
+                s.refused(NOT_KAFKA_TLS, 0);
+                kafka = false;
+                break;
+            }
+        }
+        match s.feed(&mut f, &buf[..n], &mut out) {
+            Step::Go => {}
+            Step::Bad(size, at) => {
+                s.refused(size, at);
+                kafka = false;
+                break;
+            }
+            Step::Close => break,
+        }
+        if broker.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        f.moved += n as u64;
+    }
+    if kafka {
+        s.partial(&mut f);
+    }
+    pairs.client_gone.store(true, Ordering::Relaxed);
+    // answers to requests in flight are still read (and recorded) for a while
+    let p = lock(&pairs.pending);
+    let (p, _) = pairs
+        .answered
+        .wait_timeout_while(p, sh.late, |p| {
+            !p.is_empty() && !sh.stopping.load(Ordering::Relaxed)
+        })
+        .unwrap_or_else(|e| e.into_inner());
+    drop(p);
+    let _ = broker.shutdown(Shutdown::Both);
+    let _ = client.shutdown(Shutdown::Both);
+    sh.thread_ended(conn, f.moved, 0);
+}
+
+fn write_parts(to: &mut TcpStream, chunk: &[u8], out: &[Part]) -> std::io::Result<u64> {
+    let mut moved = 0;
+    for p in out {
+        let bytes = match p {
+            Part::Chunk(a, b) => &chunk[*a..*b],
+            Part::Owned(v) => v.as_slice(),
+        };
+        to.write_all(bytes)?;
+        moved += bytes.len() as u64;
+    }
+    Ok(moved)
+}
+
+/// Broker to client, in order: answers stream as they come but those that may name
+/// brokers (`HOLD`, `TAIL`).
+fn responses(
+    sh: Arc<Shared>,
+    conn: u64,
+    pairs: Arc<Pairs>,
+    mut broker: TcpStream,
+    mut client: TcpStream,
+) {
+    let s = Side {
+        sh: &sh,
+        conn,
+        pairs: &pairs,
+        side: 1,
+    };
+    let mut f = Framing::new();
+    let mut buf = vec![0u8; READ_SIZE];
+    let mut out: Vec<Part> = Vec::new();
+    let mut gone = false; // the client left: answers are read and queued only
+    let mut kafka = true;
+    loop {
+        if (gone || pairs.client_gone.load(Ordering::Relaxed)) && lock(&pairs.pending).is_empty() {
+            break;
+        }
+        let n = match broker.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        out.clear();
+        match s.feed(&mut f, &buf[..n], &mut out) {
+            Step::Go => {}
+            Step::Bad(size, at) => {
+                s.refused(size, at);
+                kafka = false;
+                break;
+            }
+            Step::Close => {
+                let ev = sh.event(conn, REWRITE_FAILED, 1);
+                sh.push(ev);
+                break;
+            }
+        }
+        if gone {
+            continue;
+        }
+        match write_parts(&mut client, &buf[..n], &out) {
+            Ok(moved) => f.moved += moved,
+            Err(_) => {
+                gone = true;
+                let _ = client.shutdown(Shutdown::Both);
+            }
+        }
+    }
+    if kafka {
+        s.partial(&mut f);
+    }
+    let _ = client.shutdown(Shutdown::Both); // ends the other thread's read
+    let _ = broker.shutdown(Shutdown::Both);
+    pairs.client_gone.store(true, Ordering::Relaxed);
+    pairs.answered.notify_all();
+    sh.thread_ended(conn, f.moved, 1);
+}
+
+/// The forwarder's threads and their queue (see the module's comment).
+#[pyclass(module = "kdissect._native")]
+pub struct Relay {
+    shared: Arc<Shared>,
+}
+
+#[pymethods]
+impl Relay {
+    /// `notify_fd`: a non-blocking pipe written when the queue stops being empty;
+    /// `modes`: (api key, version, mode) of the answers that do not simply stream;
+    /// `rewrite(conn, key, version, body, sent)`: the new body, or None to close.
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        notify_fd: i32,
+        budget: usize,
+        lossless: bool,
+        modes: Vec<(i16, i16, u8)>,
+        rewrite: Py<PyAny>,
+        tail: usize,
+        late: f64,
+        max_message: i64,
+    ) -> Relay {
+        Relay {
+            shared: Arc::new(Shared {
+                queue: Mutex::new(Queue {
+                    events: VecDeque::new(),
+                    bytes: 0,
+                }),
+                room: Condvar::new(),
+                queued: AtomicUsize::new(0),
+                budget,
+                lossless,
+                stopping: AtomicBool::new(false),
+                notify_fd,
+                modes: modes.into_iter().map(|(k, v, m)| ((k, v), m)).collect(),
+                rewrite,
+                tail,
+                late: Duration::from_secs_f64(late.max(0.0)),
+                max_message,
+                conns: Mutex::new(HashMap::new()),
+                all_ended: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Forward between two connected sockets (their file descriptors, now the relay's:
+    /// closed when both threads end, with an ENDED event).
+    fn start(&self, conn: u64, client_fd: i32, broker_fd: i32) -> PyResult<()> {
+        let client = unsafe { TcpStream::from_raw_fd(client_fd) };
+        let broker = unsafe { TcpStream::from_raw_fd(broker_fd) };
+        for s in [&client, &broker] {
+            s.set_nonblocking(false)?;
+            s.set_nodelay(true)?;
+        }
+        let pairs = Arc::new(Pairs {
+            pending: Mutex::new(HashMap::new()),
+            answered: Condvar::new(),
+            client_gone: AtomicBool::new(false),
+        });
+        let clones = (
+            client.try_clone()?,
+            broker.try_clone()?,
+            client.try_clone()?,
+            broker.try_clone()?,
+        );
+        lock(&self.shared.conns).insert(
+            conn,
+            Conn {
+                client: clones.2,
+                broker: clones.3,
+                threads: 2,
+            },
+        );
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.to_string())
+                .stack_size(STACK)
+                .spawn(f)
+        };
+        let (sh, p) = (self.shared.clone(), pairs.clone());
+        let up = spawn(
+            "kdissect-up",
+            Box::new(move || requests(sh, conn, p, client, broker)),
+        );
+        if let Err(e) = up {
+            lock(&self.shared.conns).remove(&conn);
+            return Err(PyOSError::new_err(format!(
+                "cannot start a forwarding thread: {e}"
+            )));
+        }
+        let (sh, p) = (self.shared.clone(), pairs);
+        let down = spawn(
+            "kdissect-down",
+            Box::new(move || responses(sh, conn, p, clones.1, clones.0)),
+        );
+        if let Err(e) = down {
+            // the first thread ends on its own once its sockets are shut
+            if let Some(c) = lock(&self.shared.conns).get_mut(&conn) {
+                c.threads -= 1;
+                let _ = c.client.shutdown(Shutdown::Both);
+                let _ = c.broker.shutdown(Shutdown::Both);
+            }
+            return Err(PyOSError::new_err(format!(
+                "cannot start a forwarding thread: {e}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The queued events, oldest first: (conn, kind, side, wall time, monotonic time,
+    /// offset, data, whole, bytes moved, size).
+    fn take<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        let events: Vec<Event> = {
+            let mut q = lock(&self.shared.queue);
+            q.bytes = 0;
+            self.shared.queued.store(0, Ordering::Relaxed);
+            q.events.drain(..).collect()
+        };
+        self.shared.room.notify_all();
+        events
+            .into_iter()
+            .map(|e| {
+                PyTuple::new(
+                    py,
+                    [
+                        e.conn.into_pyobject(py)?.into_any(),
+                        e.kind.into_pyobject(py)?.into_any(),
+                        e.side.into_pyobject(py)?.into_any(),
+                        e.wall.into_pyobject(py)?.into_any(),
+                        e.mono.into_pyobject(py)?.into_any(),
+                        e.offset.into_pyobject(py)?.into_any(),
+                        PyBytes::new(py, &e.data).into_any(),
+                        e.whole.into_pyobject(py)?.to_owned().into_any(),
+                        e.moved.into_pyobject(py)?.into_any(),
+                        e.size.into_pyobject(py)?.into_any(),
+                    ],
+                )
+            })
+            .collect()
+    }
+
+    /// Close one connection (both sockets): its threads end, then its ENDED event comes.
+    fn shutdown(&self, conn: u64) {
+        if let Some(c) = lock(&self.shared.conns).get(&conn) {
+            let _ = c.client.shutdown(Shutdown::Both);
+            let _ = c.broker.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Close every connection, and let no thread wait for room in the queue any more.
+    fn stop(&self) {
+        self.shared.stopping.store(true, Ordering::Relaxed);
+        self.shared.room.notify_all();
+        for c in lock(&self.shared.conns).values() {
+            let _ = c.client.shutdown(Shutdown::Both);
+            let _ = c.broker.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Wait up to `timeout` seconds for every connection's threads to end: True when they
+    /// have.
+    fn wait(&self, py: Python<'_>, timeout: f64) -> bool {
+        let sh = self.shared.clone();
+        py.allow_threads(move || {
+            let conns = lock(&sh.conns);
+            let (conns, _) = sh
+                .all_ended
+                .wait_timeout_while(conns, Duration::from_secs_f64(timeout.max(0.0)), |c| {
+                    !c.is_empty()
+                })
+                .unwrap_or_else(|e| e.into_inner());
+            conns.is_empty()
+        })
+    }
+
+    /// Connections whose threads have not ended.
+    #[getter]
+    fn connections(&self) -> usize {
+        lock(&self.shared.conns).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(modes: Vec<((i16, i16), u8)>, budget: usize) -> Shared {
+        pyo3::prepare_freethreaded_python();
+        Shared {
+            queue: Mutex::new(Queue {
+                events: VecDeque::new(),
+                bytes: 0,
+            }),
+            room: Condvar::new(),
+            queued: AtomicUsize::new(0),
+            budget,
+            lossless: false,
+            stopping: AtomicBool::new(false),
+            notify_fd: -1,
+            modes: modes.into_iter().collect(),
+            rewrite: Python::with_gil(|py| py.None()),
+            tail: 8,
+            late: Duration::from_secs(0),
+            max_message: 1 << 20,
+            conns: Mutex::new(HashMap::new()),
+            all_ended: Condvar::new(),
+        }
+    }
+
+    fn pairs() -> Pairs {
+        Pairs {
+            pending: Mutex::new(HashMap::new()),
+            answered: Condvar::new(),
+            client_gone: AtomicBool::new(false),
+        }
+    }
+
+    fn framed(size: usize, fill: u8) -> Vec<u8> {
+        let mut v = (size as i32).to_be_bytes().to_vec();
+        v.extend(std::iter::repeat(fill).take(size));
+        v
+    }
+
+    fn passed(chunk: &[u8], out: &[Part]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for p in out {
+            match p {
+                Part::Chunk(a, b) => v.extend_from_slice(&chunk[*a..*b]),
+                Part::Owned(o) => v.extend_from_slice(o),
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn answers_stream_unchanged_in_any_split() {
+        let sh = shared(vec![], 1 << 20);
+        let p = pairs();
+        let mut stream = framed(10, 1);
+        stream.extend(framed(0, 0));
+        stream.extend(framed(3, 2));
+        stream.extend(framed(300, 3));
+        for cut in 1..stream.len() {
+            let s = Side {
+                sh: &sh,
+                conn: 1,
+                pairs: &p,
+                side: 1,
+            };
+            let mut f = Framing::new();
+            let mut got = Vec::new();
+            for piece in stream.chunks(cut) {
+                let mut out = Vec::new();
+                assert!(matches!(s.feed(&mut f, piece, &mut out), Step::Go));
+                got.extend(passed(piece, &out));
+            }
+            assert_eq!(got, stream, "pieces of {cut}");
+            let q = sh.queue.lock().unwrap();
+            let sizes: Vec<usize> = q
+                .events
+                .iter()
+                .rev()
+                .take(4)
+                .map(|e| e.data.len())
+                .collect();
+            assert_eq!(sizes, vec![300, 3, 0, 10]);
+            drop(q);
+            sh.queue.lock().unwrap().events.clear();
+        }
+    }
+
+    #[test]
+    fn a_message_past_the_budget_is_queued_cut() {
+        let sh = shared(vec![], 100);
+        let p = pairs();
+        let s = Side {
+            sh: &sh,
+            conn: 1,
+            pairs: &p,
+            side: 0,
+        };
+        let mut f = Framing::new();
+        let stream = framed(5000, 7);
+        let mut out = Vec::new();
+        assert!(matches!(s.feed(&mut f, &stream, &mut out), Step::Go));
+        let q = sh.queue.lock().unwrap();
+        let e = q.events.back().unwrap();
+        assert!(!e.whole);
+        assert_eq!((e.data.len(), e.size), (HEAD_KEPT, 5000));
+    }
+
+    #[test]
+    fn an_implausible_size_is_refused_where_it_stands() {
+        let sh = shared(vec![], 100);
+        let p = pairs();
+        let s = Side {
+            sh: &sh,
+            conn: 1,
+            pairs: &p,
+            side: 0,
+        };
+        let mut f = Framing::new();
+        let mut stream = framed(2, 0);
+        stream.extend((-5i32).to_be_bytes());
+        let mut out = Vec::new();
+        assert!(matches!(
+            s.feed(&mut f, &stream, &mut out),
+            Step::Bad(-5, 6)
+        ));
+    }
+
+    #[test]
+    fn a_request_is_paired_and_its_answer_held_for_rewriting() {
+        // a Metadata (3) v12 request, then its answer: held whole (HOLD); Python (None
+        // here: no callable) gives no rewrite, so the connection closes
+        let sh = shared(vec![((3, 12), HOLD)], 1 << 20);
+        let p = pairs();
+        let up = Side {
+            sh: &sh,
+            conn: 1,
+            pairs: &p,
+            side: 0,
+        };
+        let mut f = Framing::new();
+        let mut req = 12i32.to_be_bytes().to_vec();
+        req.extend([0, 3, 0, 12, 0, 0, 0, 42, 0xff, 0xff, 0, 0]);
+        assert!(matches!(up.feed(&mut f, &req, &mut Vec::new()), Step::Go));
+        assert_eq!(p.pending.lock().unwrap().get(&42), Some(&(3, 12)));
+        let down = Side {
+            sh: &sh,
+            conn: 1,
+            pairs: &p,
+            side: 1,
+        };
+        let mut g = Framing::new();
+        let mut answer = 6i32.to_be_bytes().to_vec();
+        answer.extend([0, 0, 0, 42, 0, 0]);
+        let mut out = Vec::new();
+        assert!(matches!(
+            down.feed(&mut g, &answer[..7], &mut out),
+            Step::Go
+        ));
+        assert!(passed(&answer[..7], &out).is_empty(), "held until whole");
+        assert!(matches!(
+            down.feed(&mut g, &answer[7..], &mut out),
+            Step::Close
+        ));
+        assert!(p.pending.lock().unwrap().is_empty());
+    }
+}
