@@ -73,13 +73,15 @@ class FeedWriter:
             self.dropped(self.unreported)
         self._put(FRAME, conn, side, ts, offset, data)
 
-    def cut(self, conn: int, side: int, ts: float, offset: int, data) -> bool:
-        """The answer at ``offset`` has no room: its first bytes and its size instead.
-        False when even those have none (the display is far behind)."""
+    def cut(self, conn: int, side: int, ts: float, offset: int, data, size: int = -1) -> bool:
+        """The answer at ``offset`` has no room: its first bytes and its size (``size``,
+        when ``data`` holds only its first bytes) instead. False when even those have none
+        (the display is far behind)."""
         if self.broken or self.buffered + HEADER.size + 4 + CUT_HEAD > self.budget * 3:
             return False
         head = bytes(data[:CUT_HEAD])
-        self._put(CUT, conn, side, ts, offset, struct.pack(">I", len(data)) + head)
+        whole = len(data) if size < 0 else size
+        self._put(CUT, conn, side, ts, offset, struct.pack(">I", whole) + head)
         return True
 
     def open(self, conn: int, client, broker) -> None:

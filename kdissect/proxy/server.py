@@ -661,13 +661,13 @@ class Proxy:
             held.forget(side)
 
     def request_seen(
-        self, c: _Connection, data: bytes, offset: int, ts: float, now: float, whole: bool = True
+        self, c: _Connection, data: bytes, offset: int, ts: float, now: float, size: int = -1
     ) -> None:
-        """A request passed (``data``: after its size prefix; only its first bytes when
-        not ``whole``): paired, counted, shown and recorded. ``ts``: wall clock; ``now``:
-        ``time.perf_counter``'s."""
+        """A request passed (``data``: after its size prefix; its first bytes only when
+        its ``size`` is more): paired, counted, shown and recorded. ``ts``: wall clock;
+        ``now``: ``time.perf_counter``'s."""
         feed = self.feed
-        shown = whole and feed is not None and feed.room(len(data))
+        shown = (size < 0 or size == len(data)) and feed is not None and feed.room(len(data))
         token = c.sasl.client_token(data)
         if len(data) >= 8 and not token:
             key, version, corr = _HEAD.unpack_from(data)
@@ -691,7 +691,7 @@ class Proxy:
             self._safely(self._record, c, 0, data, ts, token)
 
     def response_seen(
-        self, c: _Connection, data: bytes, offset: int, ts: float, now: float, whole: bool = True
+        self, c: _Connection, data: bytes, offset: int, ts: float, now: float, size: int = -1
     ) -> tuple[int, int] | None:
         """An answer came (``data`` as the broker sent it): paired, counted, shown and
         recorded. Its request's (api key, version), None when unpaired."""
@@ -719,9 +719,10 @@ class Proxy:
         if feed is not None:
             # the display gets whole exchanges: no answer to a request it missed
             if match is None or shown:
+                whole = size < 0 or size == len(data)
                 if whole and feed.room(len(data), answer=match is not None):
                     feed.frame(c.index, 1, ts, offset, data)
-                elif match is None or not feed.cut(c.index, 1, ts, offset, data):
+                elif match is None or not feed.cut(c.index, 1, ts, offset, data, size):
                     # (cut: the exchange shown, its answer said not shown)
                     counters.dropped += 1
                     feed.unreported += 1

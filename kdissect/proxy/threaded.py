@@ -147,7 +147,7 @@ class ThreadForwarder:
             pass
         proxy = self.proxy
         clock = self.loop.time
-        for conn, kind, side, wall, mono, offset, data, whole, moved, size in self.relay.take():
+        for conn, kind, side, wall, mono, offset, data, moved, size in self.relay.take():
             c = proxy.live.get(conn)
             if c is None:
                 continue
@@ -158,9 +158,9 @@ class ThreadForwarder:
             if kind == MESSAGE:
                 c.last = clock()
                 if side == 0:
-                    proxy.request_seen(c, data, offset, wall, mono, whole)
+                    proxy.request_seen(c, data, offset, wall, mono, size)
                 else:
-                    proxy.response_seen(c, data, offset, wall, mono, whole)
+                    proxy.response_seen(c, data, offset, wall, mono, size)
             elif kind == PARTIAL:
                 proxy.partial_seen(c, side, data, wall)
             elif kind == REFUSED:

@@ -59,7 +59,6 @@ struct Event {
     mono: f64,
     offset: u64, // stream offset of the message (after its size prefix)
     data: Vec<u8>,
-    whole: bool,
     moved: u64, // bytes this direction forwarded since its previous event
     size: i64,  // the size prefix (a refused one, or a cut message's)
 }
@@ -80,6 +79,7 @@ struct Pairs {
     pending: Mutex<HashMap<i32, (i16, i16)>>,
     answered: Condvar, // a pending request was answered (the late-answer wait)
     client_gone: AtomicBool,
+    broker_done: AtomicBool, // the answers' thread ended: no answer will come
 }
 
 struct Shared {
@@ -156,7 +156,6 @@ impl Shared {
             mono,
             offset: 0,
             data: Vec::new(),
-            whole: true,
             moved: 0,
             size: 0,
         }
@@ -268,10 +267,10 @@ impl Side<'_> {
         let mut ev = self.sh.event(self.conn, MESSAGE, self.side);
         ev.offset = m.offset;
         // (one collected to be rewritten is queued whole only if there is room now)
-        ev.whole = m.whole && (!m.forced || self.sh.room_for(m.size));
+        let whole = m.whole && (!m.forced || self.sh.room_for(m.size));
         ev.size = m.size as i64;
         ev.data = m.body;
-        if !ev.whole {
+        if !whole {
             ev.data.truncate(HEAD_KEPT);
         }
         ev.moved = std::mem::take(&mut f.moved);
@@ -565,7 +564,9 @@ fn requests(
     let (p, _) = pairs
         .answered
         .wait_timeout_while(p, sh.late, |p| {
-            !p.is_empty() && !sh.stopping.load(Ordering::Relaxed)
+            !p.is_empty()
+                && !pairs.broker_done.load(Ordering::Relaxed)
+                && !sh.stopping.load(Ordering::Relaxed)
         })
         .unwrap_or_else(|e| e.into_inner());
     drop(p);
@@ -648,6 +649,11 @@ fn responses(
     let _ = client.shutdown(Shutdown::Both); // ends the other thread's read
     let _ = broker.shutdown(Shutdown::Both);
     pairs.client_gone.store(true, Ordering::Relaxed);
+    {
+        // (under the lock: the other thread cannot miss it between its test and its wait)
+        let _p = lock(&pairs.pending);
+        pairs.broker_done.store(true, Ordering::Relaxed);
+    }
     pairs.answered.notify_all();
     sh.thread_ended(conn, f.moved, 1);
 }
@@ -711,6 +717,7 @@ impl Relay {
             pending: Mutex::new(HashMap::new()),
             answered: Condvar::new(),
             client_gone: AtomicBool::new(false),
+            broker_done: AtomicBool::new(false),
         });
         let clones = (
             client.try_clone()?,
@@ -763,7 +770,8 @@ impl Relay {
     }
 
     /// The queued events, oldest first: (conn, kind, side, wall time, monotonic time,
-    /// offset, data, whole, bytes moved, size).
+    /// offset, data, bytes moved, size); a message's data is its first bytes only when
+    /// shorter than its size.
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
         let events: Vec<Event> = {
             let mut q = lock(&self.shared.queue);
@@ -785,7 +793,6 @@ impl Relay {
                         e.mono.into_pyobject(py)?.into_any(),
                         e.offset.into_pyobject(py)?.into_any(),
                         PyBytes::new(py, &e.data).into_any(),
-                        e.whole.into_pyobject(py)?.to_owned().into_any(),
                         e.moved.into_pyobject(py)?.into_any(),
                         e.size.into_pyobject(py)?.into_any(),
                     ],
@@ -867,6 +874,7 @@ mod tests {
             pending: Mutex::new(HashMap::new()),
             answered: Condvar::new(),
             client_gone: AtomicBool::new(false),
+            broker_done: AtomicBool::new(false),
         }
     }
 
@@ -940,7 +948,6 @@ mod tests {
         assert!(matches!(s.feed(&mut f, &stream, &mut out), Step::Go));
         let q = sh.queue.lock().unwrap();
         let e = q.events.back().unwrap();
-        assert!(!e.whole);
         assert_eq!((e.data.len(), e.size), (HEAD_KEPT, 5000));
     }
 
