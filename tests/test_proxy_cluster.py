@@ -10,17 +10,18 @@ import time
 import pytest
 
 from tests.support.kafka_scenarios import broker_killed
-from tests.test_proxy import ProxyProcess
+from tests.test_proxy import FORWARDERS, ProxyProcess
 
 pytestmark = pytest.mark.slow
 
 
-def test_clients_follow_leader_changes_through_the_proxy(apache_cluster):
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_clients_follow_leader_changes_through_the_proxy(apache_cluster, forwarder):
     from confluent_kafka.admin import AdminClient
 
     # the display samples while it is behind (the default lag): on a busy machine a
     # display of every exchange at low priority would need minutes to catch up
-    proxy = ProxyProcess(apache_cluster.bootstrap(), "--display-lag", "5")
+    proxy = ProxyProcess(apache_cluster.bootstrap(), "--display-lag", "5", "--forwarder", forwarder)
     try:
         real_ports = set(apache_cluster.ports())
         admin = AdminClient({"bootstrap.servers": proxy.bootstrap})

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.apache_kafka import USERS
-from tests.test_proxy import ROOT, ProxyProcess, metric, scrape
+from tests.test_proxy import FORWARDERS, ROOT, ProxyProcess, metric, scrape
 from tests.test_proxy_limits import api_versions, call
 from tests.support.broker import Broker, free_port
 
@@ -57,14 +57,17 @@ def _fetch_v4(topic: str, max_wait_ms: int, corr: int) -> bytes:
     )
 
 
-def test_a_sigkilled_proxy_leaves_a_readable_recording_followed_live(apache_kafka, tmp_path):
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_a_sigkilled_proxy_leaves_a_readable_recording_followed_live(
+    apache_kafka, tmp_path, forwarder
+):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     port = apache_kafka.node(1).ports["PLAINTEXT"]
     admin = AdminClient({"bootstrap.servers": apache_kafka.bootstrap()})
     admin.create_topics([NewTopic("late-answers", 1, 1)])["late-answers"].result(60)
     recording = tmp_path / "rec.pcapng"
-    proxy = ProxyProcess(apache_kafka.bootstrap(), "-w", str(recording))
+    proxy = ProxyProcess(apache_kafka.bootstrap(), "-w", str(recording), "--forwarder", forwarder)
     follower = None
     try:
         assert stat.S_IMODE(recording.stat().st_mode) == 0o600
@@ -135,7 +138,8 @@ def test_the_keylog_is_created_for_its_owner_only(tmp_path):
         broker.stop()
 
 
-def test_metrics_count_what_the_summary_says_the_display_did_not_show():
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_metrics_count_what_the_summary_says_the_display_did_not_show(forwarder):
     """The display is stopped while a producer floods: the forwarder sheds exchanges
     (its buffer is small) and the display, resumed far behind, leaves a share out. The
     metric's two counts are the numbers of the exit summary."""
@@ -151,6 +155,8 @@ def test_metrics_count_what_the_summary_says_the_display_did_not_show():
         "0.5",
         "--metrics",
         f"127.0.0.1:{metrics_port}",
+        "--forwarder",
+        forwarder,
     )
     try:
         os.kill(proxy.proc.pid, signal.SIGSTOP)  # the display (the forwarder goes on)
@@ -235,7 +241,8 @@ def _sent_to_broker(recording: Path, proxy_port: int) -> list[bytes]:
     return list(streams.values())
 
 
-def test_the_recording_holds_bytes_forwarded_that_never_made_a_message(tmp_path):
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_the_recording_holds_bytes_forwarded_that_never_made_a_message(tmp_path, forwarder):
     """Requests are forwarded as they come: a client that sends part of one and resets
     had those bytes reach the broker but not the recording, which says it holds
     everything forwarded. A partial request of an API that carries secrets is recorded
@@ -244,7 +251,7 @@ def test_the_recording_holds_bytes_forwarded_that_never_made_a_message(tmp_path)
     header must not land in the recording)."""
     broker = Broker()
     recording = tmp_path / "r.pcapng"
-    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "-w", str(recording))
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "-w", str(recording), "--forwarder", forwarder)
     request = struct.pack(">hhih", 18, 3, 5, 4) + b"part" + b"\x00" * 10
     framed = struct.pack(">i", len(request)) + request
     plain_sasl = (

@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 from typing import Any, TypeAlias
 
 from ..protocol.apis import FETCH, NAMES_BROKERS
 from ..protocol.native_ext import compiled
+from ..protocol.reader import DecodeError
 from ..stream.framing import MAX_MESSAGE
-from .skipscan import response_layout
+from .skipscan import endpoint_spans, response_layout
 
 # (server.py's Proxy, Listener and _Connection: server.py imports this module)
 Proxy: TypeAlias = Any
@@ -35,8 +37,16 @@ Connection: TypeAlias = Any
 HOLD, TAIL = 1, 2
 # event kinds (relay.rs)
 MESSAGE, PARTIAL, REFUSED, ENDED, REWRITE_FAILED, DIRECTION_ENDED = range(6)
-NOT_KAFKA_TLS = -1  # a REFUSED event's size: a TLS handshake on a plaintext listener
+# a REFUSED event's size: a TLS handshake on a plaintext listener; no thread to be had
+NOT_KAFKA_TLS, NO_THREAD = -1, -2
 REWRITE_WAIT = 30.0  # seconds a forwarding thread waits for the event loop's rewrite
+# the event loop takes the relay's events at most this often: forwarding never waits for
+# them, and a wake-up per message (two per exchange) cost more CPU than the forwarding
+DRAIN_EVERY = 0.002
+# a forwarding thread that needs Python (an answer that may name brokers) waits for the
+# event loop's thread to let go of the interpreter at most about this long (Python's
+# default, 5 ms, was a Fetch answer's delay whenever the loop was busy)
+SWITCH_INTERVAL = 0.0005
 STOP_WAIT = 10.0  # seconds the proxy's close waits for the threads to end
 HIGHEST_VERSION = 127  # answer versions looked up (newer than the tables: streamed)
 
@@ -95,7 +105,23 @@ class ThreadForwarder:
             late,
             MAX_MESSAGE,
         )
-        self.loop.add_reader(self._wake_r, self.drain)
+        self._paused = False
+        self.loop.add_reader(self._wake_r, self._woken)
+        sys.setswitchinterval(SWITCH_INTERVAL)
+
+    def _woken(self) -> None:
+        """Events wait: taken now, then not again for DRAIN_EVERY (what comes
+        meanwhile is taken then, in one go)."""
+        self.drain()
+        if not self._paused:
+            self._paused = True
+            self.loop.remove_reader(self._wake_r)
+            self.loop.call_later(DRAIN_EVERY, self._resume)
+
+    def _resume(self) -> None:
+        self._paused = False
+        if self._wake_r >= 0:
+            self.loop.add_reader(self._wake_r, self._woken)
 
     async def client(self, sock: socket.socket, listener: Listener) -> None:
         """An admitted client: its broker connected, then both sockets go to the relay."""
@@ -123,13 +149,21 @@ class ThreadForwarder:
         except OSError as e:  # no thread to be had: this client is closed
             proxy.repeated(
                 "connections closed: no forwarding thread",
-                f"{who}: {e}; closing the connection",
+                f"{who}: {e} (too many threads: see ulimit -u, or --max-connections); "
+                f"closing the connection",
             )
             proxy._ended(c)
 
     def _rewrite(self, conn: int, key: int, version: int, body: bytes, sent: int):
         """Called by a forwarding thread: the event loop's rewrite of an answer, or None
-        when the connection must close (see ``Proxy.rewrite_for``)."""
+        when the connection must close (see ``Proxy.rewrite_for``). Most such answers
+        (every Fetch answer without leader hints) name no broker: found here, in this
+        thread, without waiting for the event loop."""
+        try:
+            if not any(sp.node_id >= 0 and sp.host for sp in endpoint_spans(body, key, version)):
+                return body
+        except DecodeError:
+            pass  # (the event loop says it)
         try:
             future = asyncio.run_coroutine_threadsafe(
                 self.proxy.rewrite_for(conn, key, version, body, sent), self.loop
@@ -172,6 +206,13 @@ class ThreadForwarder:
 
     def _refused(self, c: Connection, side: int, size: int, offset: int) -> None:
         who = f"{c.client[0]}:{c.client[1]}"
+        if size == NO_THREAD:
+            self.proxy.repeated(
+                "connections closed: no forwarding thread",
+                f"{who}: cannot start a forwarding thread (too many threads: see "
+                f"ulimit -u, or --max-connections); closing the connection",
+            )
+            return
         if size == NOT_KAFKA_TLS:
             text = (
                 f"{who}: a TLS handshake on a plaintext listener: the client speaks TLS "
@@ -197,4 +238,5 @@ class ThreadForwarder:
         self.drain()
         self.loop.remove_reader(self._wake_r)
         os.close(self._wake_r)
+        self._wake_r = -1
         # (the write end stays open: a thread that outlived the wait may still write it)

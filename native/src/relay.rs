@@ -50,6 +50,7 @@ const REWRITE_FAILED: u8 = 4; // an answer could not be rewritten: the connectio
 const DIRECTION_ENDED: u8 = 5; // one thread is done (its bytes moved since its last event)
 
 const NOT_KAFKA_TLS: i64 = -1; // a TLS handshake on a plaintext listener (`size`)
+const NO_THREAD: i64 = -2; // no second thread could be started for the connection
 
 struct Event {
     conn: u64,
@@ -755,16 +756,14 @@ impl Relay {
             "kdissect-down",
             Box::new(move || responses(sh, conn, p, clones.1, clones.0)),
         );
-        if let Err(e) = down {
-            // the first thread ends on its own once its sockets are shut
-            if let Some(c) = lock(&self.shared.conns).get_mut(&conn) {
-                c.threads -= 1;
-                let _ = c.client.shutdown(Shutdown::Both);
-                let _ = c.broker.shutdown(Shutdown::Both);
-            }
-            return Err(PyOSError::new_err(format!(
-                "cannot start a forwarding thread: {e}"
-            )));
+        if down.is_err() {
+            // said, and the connection closed: the first thread ends once its sockets
+            // are shut, and this one's end is told as if it had run (one ENDED comes)
+            let mut ev = self.shared.event(conn, REFUSED, 1);
+            ev.size = NO_THREAD;
+            self.shared.push(ev);
+            self.shutdown(conn);
+            self.shared.thread_ended(conn, 0, 1);
         }
         Ok(())
     }
