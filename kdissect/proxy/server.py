@@ -667,7 +667,8 @@ class Proxy:
         its ``size`` is more): paired, counted, shown and recorded. ``ts``: wall clock;
         ``now``: ``time.perf_counter``'s."""
         feed = self.feed
-        shown = (size < 0 or size == len(data)) and feed is not None and feed.room(len(data))
+        whole = size < 0 or size == len(data)
+        shown = whole and feed is not None and feed.room(len(data))
         token = c.sasl.client_token(data)
         if len(data) >= 8 and not token:
             key, version, corr = _HEAD.unpack_from(data)
@@ -688,7 +689,7 @@ class Proxy:
             feed.unreported += 1
             self.metrics.shed()
         if c.recorded is not None:
-            self._safely(self._record, c, 0, data, ts, token)
+            self._record_seen(c, 0, data, ts, token, whole, offset, size)
 
     def response_seen(
         self, c: _Connection, data: bytes, offset: int, ts: float, now: float, size: int = -1
@@ -716,10 +717,10 @@ class Proxy:
             if response_layout(key, version) is None:
                 c.sasl.answered(key, version, data)
         counters.responses += 1
+        whole = size < 0 or size == len(data)
         if feed is not None:
             # the display gets whole exchanges: no answer to a request it missed
             if match is None or shown:
-                whole = size < 0 or size == len(data)
                 if whole and feed.room(len(data), answer=match is not None):
                     feed.frame(c.index, 1, ts, offset, data)
                 elif match is None or not feed.cut(c.index, 1, ts, offset, data, size):
@@ -728,8 +729,30 @@ class Proxy:
                     feed.unreported += 1
                     self.metrics.shed()
         if c.recorded is not None:  # as the broker sent it
-            self._safely(self._record, c, 1, data, ts, token)
+            self._record_seen(c, 1, data, ts, token, whole, offset, size)
         return kind
+
+    def _record_seen(
+        self,
+        c: _Connection,
+        side: int,
+        data: bytes,
+        ts: float,
+        token: bool,
+        whole: bool,
+        offset: int,
+        size: int,
+    ) -> None:
+        if whole:
+            self._safely(self._record, c, side, data, ts, token)
+            return
+        # (the thread forwarder collects whole messages up to --max-memory in all)
+        self._gave_up(
+            f"{c.client[0]}:{c.client[1]} {('request', 'response')[side]}: a message of "
+            f"{size:,} bytes at stream offset {offset - 4:,} is not recorded: messages "
+            f"being collected reached --max-memory {self.held.limit:,} bytes; it is "
+            f"forwarded unchanged all the same"
+        )
 
     def _record_rest(self, c: _Connection, direction: int, side: Side) -> None:
         # (not after bytes that are not Kafka: the chunk holding them was not forwarded)

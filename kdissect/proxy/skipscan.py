@@ -302,3 +302,62 @@ def top_error_code(body: bytes, api_key: int, api_version: int) -> int | None:
     except (IndexError, DecodeError):
         return None
     return int.from_bytes(body[pos : pos + 2], "big", signed=True)
+
+
+# -- what the thread forwarder checks without Python --------------------------------------
+# A program (a list of ints) that walks an answer's lengths as _skip_struct does, for
+# native/src/relay.rs: an answer whose brokers can only be named in its top-level tagged
+# fields (Produce v10+, Fetch v16+: NodeEndpoints) is seen to name none without Python,
+# which is every such answer but those carrying leader hints.
+FIXED, VARINT, LENGTH, ARRAY, STRUCT = 1, 2, 3, 4, 5
+
+
+@lru_cache(maxsize=None)
+def quick_check(api_key: int, api_version: int) -> tuple[bool, list[int], list[int]] | None:
+    """(the header has tagged fields, the top-level tags that may name brokers, the
+    program), or None when brokers may be named outside those tags (Python looks)."""
+    st = response_layout(api_key, api_version)
+    if st is None or not st.flexible or any(_field_holds(f) for f in st.fields):
+        return None
+    named_in = [f for f in st.tagged if f.tag is not None and _field_holds(f)]
+    if not all(f.array for f in named_in):  # (the check reads an empty array as none)
+        return None
+    tags = [f.tag for f in named_in if f.tag is not None]
+    program: list[int] = []
+    try:
+        _program(st, program)
+    except DecodeError:  # a type the walk does not know
+        return None
+    return schemas.response_header_version(api_key, api_version) >= 1, tags, program
+
+
+def _program(st: Struct, out: list[int]) -> None:
+    out += (len(st.fields), int(st.flexible))
+    for f in st.fields:
+        _op(f, st.flexible, out)
+
+
+def _op(f: Field, flexible: bool, out: list[int]) -> None:
+    compact = flexible if f.compact is None else f.compact
+    if f.array:
+        out += (ARRAY, int(flexible))  # (counts follow the struct, as _count reads them)
+        if f.struct is not None:
+            out += (STRUCT, 0)
+            _program(f.struct, out)
+        else:
+            _scalar(f.type, compact, out)
+    elif f.struct is not None:
+        out += (STRUCT, int(f.nullable))
+        _program(f.struct, out)
+    else:
+        _scalar(f.type, compact, out)
+
+
+def _scalar(type_: str, compact: bool, out: list[int]) -> None:
+    c = codec(type_)
+    if c.size is not None:
+        out += (FIXED, c.size)
+    elif c.varint:
+        out += (VARINT, c.varint)
+    else:
+        out += (LENGTH, int(compact), int(c.wide))

@@ -25,7 +25,7 @@ from ..protocol.apis import FETCH, NAMES_BROKERS
 from ..protocol.native_ext import compiled
 from ..protocol.reader import DecodeError
 from ..stream.framing import MAX_MESSAGE
-from .skipscan import endpoint_spans, response_layout
+from .skipscan import endpoint_spans, quick_check, response_layout
 
 # (server.py's Proxy, Listener and _Connection: server.py imports this module)
 Proxy: TypeAlias = Any
@@ -51,15 +51,30 @@ STOP_WAIT = 10.0  # seconds the proxy's close waits for the threads to end
 HIGHEST_VERSION = 127  # answer versions looked up (newer than the tables: streamed)
 
 
-def modes() -> list[tuple[int, int, int]]:
-    """(api key, version, mode) of every answer that may name brokers: the same choice
-    as the event-loop forwarder's (``response_layout``)."""
+def _may_name_brokers() -> list[tuple[int, int]]:
     return [
-        (key, version, TAIL if key == FETCH else HOLD)
+        (key, version)
         for key in sorted(NAMES_BROKERS)
         for version in range(HIGHEST_VERSION + 1)
         if response_layout(key, version) is not None
     ]
+
+
+def modes() -> list[tuple[int, int, int]]:
+    """(api key, version, mode) of every answer that may name brokers: the same choice
+    as the event-loop forwarder's (``response_layout``)."""
+    return [(key, version, TAIL if key == FETCH else HOLD) for key, version in _may_name_brokers()]
+
+
+def checks() -> list[tuple[int, int, bool, list[int], list[int]]]:
+    """(api key, version, header tagged, tags, program) of the answers whose brokers
+    the relay can see to be absent itself (``skipscan.quick_check``)."""
+    out = []
+    for key, version in _may_name_brokers():
+        check = quick_check(key, version)
+        if check is not None:
+            out.append((key, version, *check))
+    return out
 
 
 async def dial(host: str, port: int) -> socket.socket:
@@ -97,9 +112,12 @@ class ThreadForwarder:
         os.set_blocking(self._wake_w, False)
         self.relay = Relay(
             self._wake_w,
-            budget,
+            # with a recording, whole messages up to --max-memory (as the event-loop
+            # forwarder holds partial ones): the display still sheds past its budget
+            proxy.held.limit if proxy.recorder is not None else budget,
             proxy.recorder is not None,  # a recording loses nothing: never cut
             modes(),
+            checks(),
             self._rewrite,
             stream_tail,
             late,

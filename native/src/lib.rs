@@ -25,6 +25,7 @@ mod logjson;
 mod mapped;
 mod parquet_plain;
 mod produce;
+mod quick;
 mod reasm;
 mod record_walk;
 mod records_table;
@@ -910,6 +911,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parquet_plain::parquet_plain, m)?)?;
     m.add_class::<tls::RecordCipher>()?;
     m.add_class::<relay::Relay>()?;
+    m.add_function(wrap_pyfunction!(quick::answer_names_brokers, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_guard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_unguard, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::map_faulted, m)?)?;

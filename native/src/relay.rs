@@ -6,13 +6,16 @@
 //! rewritten by Python, which this thread then waits for).
 //!
 //! Each direction is framed here (the size prefix); every whole message goes to a queue
-//! Python drains for pairing, metrics, the display and the recording. The queue is
-//! bounded: past its budget a message is queued with only its first `HEAD_KEPT` bytes
-//! (enough to pair it and read its error code) and marked cut, so the display sheds it
-//! and counts it; when a recording is made nothing may be cut, and the forwarding thread
-//! waits for room instead, as the event-loop forwarder waits for its recording.
+//! Python drains for pairing, metrics, the display and the recording. What is queued and
+//! being collected is bounded (`budget`: the display's buffer, or --max-memory when a
+//! recording is made): past it a message is queued with only its first `HEAD_KEPT` bytes
+//! (enough to pair it and read its error code), so the display sheds it and counts it
+//! (and a recording, as the event-loop forwarder's, says it gave it up). With a recording
+//! a thread also waits while Python is behind by more than the budget, as the event-loop
+//! forwarder waits for its recording.
 
 use crate::head;
+use crate::quick;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
@@ -87,11 +90,13 @@ struct Shared {
     queue: Mutex<Queue>,
     room: Condvar,
     queued: AtomicUsize,
+    reserved: AtomicUsize, // bytes of messages being collected whole (`reserve`)
     budget: usize,
     lossless: bool,
     stopping: AtomicBool,
     notify_fd: i32,
     modes: HashMap<(i16, i16), u8>,
+    checks: HashMap<(i16, i16), quick::Check>, // answers seen to name no broker here
     rewrite: Py<PyAny>,
     tail: usize,
     late: Duration,
@@ -119,9 +124,25 @@ fn now() -> (f64, f64) {
 }
 
 impl Shared {
-    /// Whether a message of `size` bytes may be queued whole.
-    fn room_for(&self, size: usize) -> bool {
-        self.lossless || self.queued.load(Ordering::Relaxed) + size <= self.budget
+    /// Whether a message of `size` bytes fits beside what is queued and being collected.
+    fn fits(&self, size: usize) -> bool {
+        self.queued.load(Ordering::Relaxed) + self.reserved.load(Ordering::Relaxed) + size
+            <= self.budget
+    }
+
+    /// Room for a message of `size` bytes to be collected whole and queued: taken now
+    /// (so that messages begun together cannot all take the same room), until `release`.
+    fn reserve(&self, size: usize) -> bool {
+        let before = self.reserved.fetch_add(size, Ordering::Relaxed);
+        if self.queued.load(Ordering::Relaxed) + before + size <= self.budget {
+            return true;
+        }
+        self.reserved.fetch_sub(size, Ordering::Relaxed);
+        false
+    }
+
+    fn release(&self, size: usize) {
+        self.reserved.fetch_sub(size, Ordering::Relaxed);
     }
 
     fn push(&self, ev: Event) {
@@ -196,9 +217,10 @@ struct Msg {
     got: usize,
     mode: u8,
     body: Vec<u8>,
-    whole: bool,    // all of it is collected (else its first HEAD_KEPT bytes)
-    forced: bool,   // collected whole to be rewritten, not because the queue had room
-    written: usize, // body bytes passed on already (STREAM, TAIL)
+    whole: bool,     // all of it is collected (else its first HEAD_KEPT bytes)
+    forced: bool,    // collected whole to be rewritten, not because the queue had room
+    reserved: usize, // room taken for it (`Shared::reserve`)
+    written: usize,  // body bytes passed on already (STREAM, TAIL)
     kind: Option<(i16, i16)>,
 }
 
@@ -268,7 +290,8 @@ impl Side<'_> {
         let mut ev = self.sh.event(self.conn, MESSAGE, self.side);
         ev.offset = m.offset;
         // (one collected to be rewritten is queued whole only if there is room now)
-        let whole = m.whole && (!m.forced || self.sh.room_for(m.size));
+        self.sh.release(m.reserved);
+        let whole = m.whole && (!m.forced || self.sh.fits(m.size));
         ev.size = m.size as i64;
         ev.data = m.body;
         if !whole {
@@ -373,7 +396,18 @@ impl Side<'_> {
                 f.pos += k as u64;
                 if m.got == m.size {
                     let m = f.cur.take().expect("a message is being read");
-                    if answers && m.mode != STREAM {
+                    let unchanged = || {
+                        let check = self.sh.checks.get(&m.kind?)?;
+                        quick::names_brokers(check, &m.body).map(|named| !named)
+                    };
+                    if answers && m.mode != STREAM && unchanged() == Some(true) {
+                        if m.mode == HOLD {
+                            out.push(Part::Owned((m.size as i32).to_be_bytes().to_vec()));
+                            out.push(Part::Owned(m.body.clone()));
+                        } else {
+                            out.push(Part::Owned(m.body[m.written..].to_vec()));
+                        }
+                    } else if answers && m.mode != STREAM {
                         let sent = if m.mode == TAIL { m.written as i64 } else { -1 };
                         let Some(new) = self.rewritten(&m, sent) else {
                             return Step::Close;
@@ -423,7 +457,7 @@ impl Side<'_> {
             if mode == TAIL && size <= self.sh.tail {
                 mode = HOLD; // small: kept whole, and any size may come back
             }
-            let room = self.sh.room_for(size);
+            let room = self.sh.reserve(size);
             let whole = mode != STREAM || room;
             let mut body = Vec::with_capacity(if whole {
                 size.min(1 << 20)
@@ -440,6 +474,7 @@ impl Side<'_> {
                 body,
                 whole,
                 forced: !room,
+                reserved: if room { size } else { 0 },
                 written: 0,
                 kind,
             };
@@ -479,6 +514,7 @@ impl Side<'_> {
         let mut data = f.head[..f.hl].to_vec();
         let mut offset = f.pos;
         if let Some(m) = f.cur.take() {
+            self.sh.release(m.reserved);
             if !m.whole {
                 return;
             }
@@ -493,6 +529,13 @@ impl Side<'_> {
         ev.offset = offset;
         ev.data = data;
         self.sh.push(ev);
+    }
+
+    /// The direction ended: the room its unfinished message took is given back.
+    fn forget(&self, f: &mut Framing) {
+        if let Some(m) = f.cur.take() {
+            self.sh.release(m.reserved);
+        }
     }
 
     fn refused(&self, size: i64, offset: u64) {
@@ -559,6 +602,7 @@ fn requests(
     if kafka {
         s.partial(&mut f);
     }
+    s.forget(&mut f);
     pairs.client_gone.store(true, Ordering::Relaxed);
     // answers to requests in flight are still read (and recorded) for a while
     let p = lock(&pairs.pending);
@@ -647,6 +691,7 @@ fn responses(
     if kafka {
         s.partial(&mut f);
     }
+    s.forget(&mut f);
     let _ = client.shutdown(Shutdown::Both); // ends the other thread's read
     let _ = broker.shutdown(Shutdown::Both);
     pairs.client_gone.store(true, Ordering::Relaxed);
@@ -659,6 +704,9 @@ fn responses(
     sh.thread_ended(conn, f.moved, 1);
 }
 
+/// (api key, version, header tagged, tags, program): `skipscan.quick_check`'s.
+type CheckSpec = (i16, i16, bool, Vec<u64>, Vec<i64>);
+
 /// The forwarder's threads and their queue (see the module's comment).
 #[pyclass(module = "kdissect._native")]
 pub struct Relay {
@@ -669,6 +717,7 @@ pub struct Relay {
 impl Relay {
     /// `notify_fd`: a non-blocking pipe written when the queue stops being empty;
     /// `modes`: (api key, version, mode) of the answers that do not simply stream;
+    /// `checks`: (api key, version, header tagged, tags, program) of `skipscan.quick_check`;
     /// `rewrite(conn, key, version, body, sent)`: the new body, or None to close.
     #[new]
     #[allow(clippy::too_many_arguments)]
@@ -677,6 +726,7 @@ impl Relay {
         budget: usize,
         lossless: bool,
         modes: Vec<(i16, i16, u8)>,
+        checks: Vec<CheckSpec>,
         rewrite: Py<PyAny>,
         tail: usize,
         late: f64,
@@ -690,11 +740,16 @@ impl Relay {
                 }),
                 room: Condvar::new(),
                 queued: AtomicUsize::new(0),
+                reserved: AtomicUsize::new(0),
                 budget,
                 lossless,
                 stopping: AtomicBool::new(false),
                 notify_fd,
                 modes: modes.into_iter().map(|(k, v, m)| ((k, v), m)).collect(),
+                checks: checks
+                    .into_iter()
+                    .filter_map(|(k, v, h, tags, p)| Some(((k, v), quick::parse(h, tags, &p)?)))
+                    .collect(),
                 rewrite,
                 tail,
                 late: Duration::from_secs_f64(late.max(0.0)),
@@ -854,11 +909,13 @@ mod tests {
             }),
             room: Condvar::new(),
             queued: AtomicUsize::new(0),
+            reserved: AtomicUsize::new(0),
             budget,
             lossless: false,
             stopping: AtomicBool::new(false),
             notify_fd: -1,
             modes: modes.into_iter().collect(),
+            checks: HashMap::new(),
             rewrite: Python::with_gil(|py| py.None()),
             tail: 8,
             late: Duration::from_secs(0),
@@ -879,7 +936,7 @@ mod tests {
 
     fn framed(size: usize, fill: u8) -> Vec<u8> {
         let mut v = (size as i32).to_be_bytes().to_vec();
-        v.extend(std::iter::repeat(fill).take(size));
+        v.extend(std::iter::repeat_n(fill, size));
         v
     }
 
@@ -948,6 +1005,30 @@ mod tests {
         let q = sh.queue.lock().unwrap();
         let e = q.events.back().unwrap();
         assert_eq!((e.data.len(), e.size), (HEAD_KEPT, 5000));
+    }
+
+    #[test]
+    fn messages_begun_together_cannot_take_the_same_room() {
+        let sh = shared(vec![], 4000);
+        let p = pairs();
+        let s = Side {
+            sh: &sh,
+            conn: 1,
+            pairs: &p,
+            side: 0,
+        };
+        let (mut one, mut two) = (Framing::new(), Framing::new());
+        let stream = framed(3000, 1);
+        let mut out = Vec::new();
+        s.feed(&mut one, &stream[..100], &mut out);
+        s.feed(&mut two, &stream[..100], &mut out);
+        assert_eq!(sh.reserved.load(Ordering::Relaxed), 3000);
+        s.feed(&mut two, &stream[100..], &mut out);
+        s.feed(&mut one, &stream[100..], &mut out);
+        let q = sh.queue.lock().unwrap();
+        let kept: Vec<usize> = q.events.iter().map(|e| e.data.len()).collect();
+        assert_eq!(kept, vec![HEAD_KEPT, 3000]);
+        assert_eq!(sh.reserved.load(Ordering::Relaxed), 0);
     }
 
     #[test]
