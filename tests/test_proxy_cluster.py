@@ -28,11 +28,15 @@ def test_clients_follow_leader_changes_through_the_proxy(apache_cluster, forward
         before = admin.list_topics(timeout=20).brokers.values()
         assert len(before) == 3 and not {b.port for b in before} & real_ports
         acked, read_back = broker_killed(
-            apache_cluster, victim=1, bootstrap=proxy.bootstrap, topic="through-proxy", kill=False
+            apache_cluster,
+            victim=1,
+            bootstrap=proxy.bootstrap,
+            topic=f"through-proxy-{forwarder}",
+            kill=False,
         )
         after = admin.list_topics(timeout=20)
         assert len(after.brokers) == 3 and not {b.port for b in after.brokers.values()} & real_ports
-        leaders = {p.leader for p in after.topics["through-proxy"].partitions.values()}
+        leaders = {p.leader for p in after.topics[f"through-proxy-{forwarder}"].partitions.values()}
         assert leaders <= set(after.brokers)
         del admin
     finally:

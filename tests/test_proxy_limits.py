@@ -382,7 +382,7 @@ def test_large_answers_pass_as_they_come_byte_exact(apache_kafka, forwarder):
     from confluent_kafka.admin import AdminClient, NewTopic
     from tests.test_proxy_recording import _fetch_v4
 
-    topic = "large-answers"
+    topic = f"large-answers-{forwarder}"
     admin = AdminClient({"bootstrap.servers": apache_kafka.bootstrap()})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
     producer = Producer({"bootstrap.servers": apache_kafka.bootstrap(), "linger.ms": 5})

@@ -66,7 +66,7 @@ def _stop(proc: subprocess.Popen) -> str:
 def test_the_forwarder_runs_normally_or_in_real_time_when_asked_and_the_display_below():
     proc, line, policy = _start(_proxy_command())
     try:
-        assert policy == os.SCHED_OTHER and "forwarding at normal priority)" in line
+        assert policy == os.SCHED_OTHER and "forwarding at normal priority" in line
     finally:
         _stop(proc)
     proc, line, policy = _start(_proxy_command("--forwarder-priority", "realtime"))

@@ -65,7 +65,8 @@ def test_a_sigkilled_proxy_leaves_a_readable_recording_followed_live(
 
     port = apache_kafka.node(1).ports["PLAINTEXT"]
     admin = AdminClient({"bootstrap.servers": apache_kafka.bootstrap()})
-    admin.create_topics([NewTopic("late-answers", 1, 1)])["late-answers"].result(60)
+    topic = f"late-answers-{forwarder}"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
     recording = tmp_path / "rec.pcapng"
     proxy = ProxyProcess(apache_kafka.bootstrap(), "-w", str(recording), "--forwarder", forwarder)
     follower = None
@@ -85,7 +86,7 @@ def test_a_sigkilled_proxy_leaves_a_readable_recording_followed_live(
                 assert call(s, api_versions(corr))[:4] == struct.pack(">i", corr)
         # a Fetch the broker answers 1.5 s later, from a client gone at once
         s = socket.create_connection(("127.0.0.1", proxy.port), timeout=20)
-        fetch = _fetch_v4("late-answers", 1500, 77)
+        fetch = _fetch_v4(topic, 1500, 77)
         s.sendall(struct.pack(">i", len(fetch)) + fetch)
         s.close()
         first = follower.stdout.readline()  # a packet, while the proxy runs

@@ -241,13 +241,14 @@ def _yield_cpu() -> None:
 @click.option(
     "--forwarder",
     "forwarder_kind",
-    type=click.Choice(["event-loop", "threads"]),
-    default="event-loop",
+    type=click.Choice(["auto", "event-loop", "threads"]),
+    default="auto",
     show_default=True,
-    help="event-loop: every connection in one asyncio loop (TLS on either leg needs it). "
-    "threads: each plaintext connection forwarded by two threads of the compiled "
-    "extension, outside the interpreter, so a small request never waits behind other "
-    "connections' traffic (docs/guide/proxy.md, 'The thread forwarder').",
+    help="threads: each connection forwarded by two threads of the compiled extension, "
+    "outside the interpreter, so a small request never waits behind other connections' "
+    "traffic (docs/guide/proxy.md, 'The thread forwarder'); plaintext only. event-loop: "
+    "every connection in one asyncio loop (TLS on either leg). auto: threads when both "
+    "legs are plaintext and the extension is built, else event-loop.",
 )
 @secret_options
 def proxy(
@@ -312,19 +313,22 @@ def proxy(
     display_filter, options, _ = _traffic_options(filter_text, show_secrets, max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     interactive = on_terminal(fmt, verbose)
-    if forwarder_kind == "threads" and (upstream_tls or ca_file or insecure or tls_cert or tls_key):
+    tls = bool(upstream_tls or ca_file or insecure or tls_cert or tls_key)
+    if forwarder_kind == "threads" and tls:
         raise click.UsageError(
             "--forwarder threads forwards plaintext only; with TLS (--tls-cert, "
             "--upstream-tls) use --forwarder event-loop"
         )
-    if forwarder_kind == "threads":
+    if forwarder_kind != "event-loop":
         from ..protocol.native_ext import compiled
 
-        if compiled("Relay") is None:
+        built = compiled("Relay") is not None
+        if forwarder_kind == "threads" and not built:
             raise click.UsageError(
                 "--forwarder threads needs the compiled extension (install with cargo on "
                 "the PATH: README.md); use --forwarder event-loop"
             )
+        forwarder_kind = "threads" if built and not tls else "event-loop"
     upstream_ssl = server_ssl = None
     if upstream_tls or ca_file or insecure:
         try:

@@ -318,6 +318,9 @@ class Proxy:
                             c.task.cancel()
                         elif c.shut is not None:
                             c.shut()
+                            # ended now, not when its threads say so: a client may
+                            # connect again at once (--max-connections counts it)
+                            self._ended(c)
             self.repeated.tick()
 
     @property
@@ -506,6 +509,8 @@ class Proxy:
     def _ended(self, c: _Connection | None) -> None:
         """An admitted client connection ended (``c``: None if it never reached a
         broker)."""
+        if c is not None and c.index not in self.live:
+            return  # (ended already: closed for being idle)
         self.active -= 1
         if c is None:
             return

@@ -113,8 +113,8 @@ class ThreadForwarder:
         self.relay = Relay(
             self._wake_w,
             # with a recording, whole messages up to --max-memory (as the event-loop
-            # forwarder holds partial ones): the display still sheds past its budget
-            proxy.held.limit if proxy.recorder is not None else budget,
+            # forwarder holds partial ones); without, up to the display's budget
+            proxy.held.limit if proxy.recorder is not None else min(budget, proxy.held.limit),
             proxy.recorder is not None,  # a recording loses nothing: never cut
             modes(),
             checks(),
