@@ -302,8 +302,13 @@ class Proxy:
             if self.idle_timeout:
                 now = clock()
                 for c in list(self.live.values()):
+                    # (the threads say when bytes last came, though a message is whole
+                    # only at its end)
+                    idle = now - c.last
+                    if self.threads is not None and c.shut is not None:
+                        idle = min(idle, self.threads.idle(c) or 0.0)
                     if (
-                        now - c.last > self.idle_timeout
+                        idle > self.idle_timeout
                         and not len(c.pending)
                         and (c.task is not None or c.shut is not None)
                     ):

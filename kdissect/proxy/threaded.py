@@ -19,6 +19,7 @@ import asyncio
 import os
 import socket
 import sys
+import traceback
 from typing import Any, TypeAlias
 
 from ..protocol.apis import FETCH, NAMES_BROKERS
@@ -160,17 +161,19 @@ class ThreadForwarder:
             proxy._ended(None)
             sock.close()
             return
-        c = proxy._opened(client, broker_sock.getpeername()[:2], local)
-        c.shut = lambda: self.relay.shutdown(c.index)
+        c = None
         try:
+            c = proxy._opened(client, broker_sock.getpeername()[:2], local)
+            c.shut = lambda: self.relay.shutdown(c.index)
             self.relay.start(c.index, sock.detach(), broker_sock.detach())
-        except OSError as e:  # no thread to be had: this client is closed
+        except OSError as e:  # the broker reset at once, or no thread to be had
             proxy.repeated(
-                "connections closed: no forwarding thread",
-                f"{who}: {e} (too many threads: see ulimit -u, or --max-connections); "
-                f"closing the connection",
+                "connections closed before forwarding began",
+                f"{who}: {e.strerror or e}; closing the connection",
             )
             proxy._ended(c)
+            sock.close()
+            broker_sock.close()
 
     def _rewrite(self, conn: int, key: int, version: int, body: bytes, sent: int):
         """Called by a forwarding thread: the event loop's rewrite of an answer, or None
@@ -198,29 +201,53 @@ class ThreadForwarder:
         except BlockingIOError:
             pass
         proxy = self.proxy
-        clock = self.loop.time
-        for conn, kind, side, wall, mono, offset, data, moved, size in self.relay.take():
-            c = proxy.live.get(conn)
+        events, dropped = self.relay.take()
+        if dropped:  # (not queued at all: Python was far behind) shed, as the display's
+            proxy.metrics.shed(dropped)
+            if proxy.feed is not None:
+                proxy.feed.unreported += dropped
+        for event in events:
+            c = proxy.live.get(event[0])
             if c is None:
                 continue
+            try:
+                self._event(c, *event[1:])
+            except Exception as e:  # a bug: said; this connection's events go on
+                proxy.repeated(
+                    f"events handled with an internal error ({type(e).__name__})",
+                    f"{c.client[0]}:{c.client[1]}: an internal error ({type(e).__name__}: "
+                    f"{e}); please report it\n" + "".join(traceback.format_exception(e)).rstrip(),
+                )
+            if event[1] == ENDED:
+                proxy._ended(c)  # (whatever happened before)
+
+    def _event(
+        self,
+        c: Connection,
+        kind: int,
+        side: int,
+        wall: float,
+        mono: float,
+        offset: int,
+        data: bytes,
+        moved: int,
+        size: int,
+    ) -> None:
+        proxy = self.proxy
+        if side == 0:
+            c.counters.bytes_to_broker += moved
+        else:
+            c.counters.bytes_to_client += moved
+        if kind == MESSAGE:
+            c.last = self.loop.time()
             if side == 0:
-                c.counters.bytes_to_broker += moved
+                proxy.request_seen(c, data, offset, wall, mono, size)
             else:
-                c.counters.bytes_to_client += moved
-            if kind == MESSAGE:
-                c.last = clock()
-                if side == 0:
-                    proxy.request_seen(c, data, offset, wall, mono, size)
-                else:
-                    proxy.response_seen(c, data, offset, wall, mono, size)
-            elif kind == PARTIAL:
-                proxy.partial_seen(c, side, data, wall)
-            elif kind == REFUSED:
-                self._refused(c, side, size, offset)
-            elif kind == REWRITE_FAILED:
-                pass  # (said by rewrite_for)
-            elif kind == ENDED:
-                proxy._ended(c)
+                proxy.response_seen(c, data, offset, wall, mono, size)
+        elif kind == PARTIAL:
+            proxy.partial_seen(c, side, data, wall)
+        elif kind == REFUSED:
+            self._refused(c, side, size, offset)
 
     def _refused(self, c: Connection, side: int, size: int, offset: int) -> None:
         who = f"{c.client[0]}:{c.client[1]}"
@@ -248,6 +275,10 @@ class ThreadForwarder:
                 f"{size} at stream offset {offset}, which is not Kafka; closing the connection"
             )
         self.proxy.on_note(text)
+
+    def idle(self, c: Connection) -> float | None:
+        """Seconds since either of ``c``'s sockets last gave bytes (None: ended)."""
+        return self.relay.idle(c.index)
 
     async def close(self) -> None:
         """Every connection closed, its threads ended and its last events taken."""

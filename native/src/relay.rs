@@ -23,7 +23,8 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::FromRawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -35,6 +36,8 @@ const HEAD_KEPT: usize = 1024;
 /// never came; the event-loop forwarder's `kinds` bound).
 const MAX_PENDING: usize = 4096;
 const STACK: usize = 256 * 1024;
+/// What an event costs beside its bytes, as the queue's bound counts it.
+const EVENT_COST: usize = 128;
 const PRODUCE: i16 = 0;
 
 // How an answer passes (Python's `threaded.MODES`): as it comes; whole, so that its broker
@@ -70,12 +73,14 @@ struct Event {
 struct Queue {
     events: VecDeque<Event>,
     bytes: usize,
+    dropped: u64, // messages not queued since Python last took the queue
 }
 
 struct Conn {
     client: TcpStream,
     broker: TcpStream,
     threads: usize,
+    pairs: Arc<Pairs>,
 }
 
 /// What a connection's two threads share: requests awaiting answers, by correlation id.
@@ -84,6 +89,11 @@ struct Pairs {
     answered: Condvar, // a pending request was answered (the late-answer wait)
     client_gone: AtomicBool,
     broker_done: AtomicBool, // the answers' thread ended: no answer will come
+    last_read: AtomicU64,    // when either socket last gave bytes (monotonic µs)
+}
+
+fn micros(mono: f64) -> u64 {
+    (mono * 1e6) as u64
 }
 
 struct Shared {
@@ -146,16 +156,28 @@ impl Shared {
     }
 
     fn push(&self, ev: Event) {
-        let n = ev.data.len();
+        let n = ev.data.len() + EVENT_COST;
         let mut q = lock(&self.queue);
+        let message = ev.kind == MESSAGE || ev.kind == PARTIAL;
         // a recording loses nothing: the thread waits while Python is behind (bounded
-        // waits, so that a stopping proxy is never stuck here)
-        while self.lossless && q.bytes > self.budget && !self.stopping.load(Ordering::Relaxed) {
+        // waits, so that a stopping proxy is never stuck here); control events never wait
+        // (one comes from Relay.start, on the event loop's own thread)
+        while message
+            && self.lossless
+            && q.bytes > self.budget
+            && !self.stopping.load(Ordering::Relaxed)
+        {
             q = self
                 .room
                 .wait_timeout(q, Duration::from_millis(100))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+        }
+        if message && !self.lossless && q.bytes > 2 * self.budget {
+            // Python is that far behind: the message is not queued at all, only counted
+            // (memory stays bounded however many small messages come)
+            q.dropped += 1;
+            return;
         }
         let was_empty = q.events.is_empty();
         q.bytes += n;
@@ -180,6 +202,14 @@ impl Shared {
             data: Vec::new(),
             moved: 0,
             size: 0,
+        }
+    }
+
+    /// Both sockets of connection `conn` shut: its threads' reads and writes end.
+    fn shut(&self, conn: u64) {
+        if let Some(c) = lock(&self.conns).get(&conn) {
+            let _ = c.client.shutdown(Shutdown::Both);
+            let _ = c.broker.shutdown(Shutdown::Both);
         }
     }
 
@@ -257,8 +287,8 @@ struct Framing {
 
 enum Step {
     Go,
-    Bad(i64, u64), // an implausible size, at this stream offset
-    Close,         // an answer could not be rewritten
+    Bad(i64, u64, usize), // an implausible size, at this stream offset, this chunk's index
+    Close,                // an answer could not be rewritten
 }
 
 impl Framing {
@@ -286,6 +316,13 @@ impl Side<'_> {
     fn finish(&self, f: &mut Framing, m: Msg) {
         if self.side == 0 {
             self.note_request(&m.body);
+        } else if m.kind.is_some() {
+            let corr = i32::from_be_bytes(m.body[..4].try_into().expect("a correlation id"));
+            let mut p = lock(&self.pairs.pending);
+            p.remove(&corr);
+            if p.is_empty() {
+                self.pairs.answered.notify_all();
+            }
         }
         let mut ev = self.sh.event(self.conn, MESSAGE, self.side);
         ev.offset = m.offset;
@@ -327,13 +364,10 @@ impl Side<'_> {
         let Some(c) = corr else {
             return (STREAM, None);
         };
-        let mut p = lock(&self.pairs.pending);
-        let kind = p.remove(&i32::from_be_bytes(c));
-        let empty = p.is_empty();
-        drop(p);
-        if empty {
-            self.pairs.answered.notify_all();
-        }
+        // (unpaired when whole, in `finish`: the late-answer wait waits for all of it)
+        let kind = lock(&self.pairs.pending)
+            .get(&i32::from_be_bytes(c))
+            .copied();
         match kind {
             Some(k) => (*self.sh.modes.get(&k).unwrap_or(&STREAM), Some(k)),
             None => (STREAM, None),
@@ -410,6 +444,7 @@ impl Side<'_> {
                     } else if answers && m.mode != STREAM {
                         let sent = if m.mode == TAIL { m.written as i64 } else { -1 };
                         let Some(new) = self.rewritten(&m, sent) else {
+                            self.sh.release(m.reserved);
                             return Step::Close;
                         };
                         if m.mode == HOLD {
@@ -442,7 +477,7 @@ impl Side<'_> {
             }
             let size = i32::from_be_bytes(f.head[..4].try_into().expect("4 bytes")) as i64;
             if size < 0 || size > self.sh.max_message {
-                return Step::Bad(size, f.pos);
+                return Step::Bad(size, f.pos, f.head_at.unwrap_or(0));
             }
             let first = 4 + (size as usize).min(4);
             if f.hl < first {
@@ -459,6 +494,10 @@ impl Side<'_> {
             }
             let room = self.sh.reserve(size);
             let whole = mode != STREAM || room;
+            if whole && !room {
+                // collected to be rewritten all the same: it takes room from the others
+                self.sh.reserved.fetch_add(size, Ordering::Relaxed);
+            }
             let mut body = Vec::with_capacity(if whole {
                 size.min(1 << 20)
             } else {
@@ -474,7 +513,7 @@ impl Side<'_> {
                 body,
                 whole,
                 forced: !room,
-                reserved: if room { size } else { 0 },
+                reserved: if whole { size } else { 0 },
                 written: 0,
                 kind,
             };
@@ -573,7 +612,10 @@ fn requests(
     loop {
         let n = match client.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => n,
+            Ok(n) => {
+                pairs.last_read.store(micros(now().1), Ordering::Relaxed);
+                n
+            }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
@@ -587,7 +629,11 @@ fn requests(
         }
         match s.feed(&mut f, &buf[..n], &mut out) {
             Step::Go => {}
-            Step::Bad(size, at) => {
+            Step::Bad(size, at, upto) => {
+                // the whole requests before it pass (they were queued, so recorded)
+                if broker.write_all(&buf[..upto]).is_ok() {
+                    f.moved += upto as u64;
+                }
                 s.refused(size, at);
                 kafka = false;
                 break;
@@ -659,14 +705,28 @@ fn responses(
         }
         let n = match broker.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => n,
+            Ok(n) => {
+                pairs.last_read.store(micros(now().1), Ordering::Relaxed);
+                n
+            }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
         out.clear();
-        match s.feed(&mut f, &buf[..n], &mut out) {
+        let step = s.feed(&mut f, &buf[..n], &mut out);
+        // (what came before a bad size or an answer that cannot be rewritten passes)
+        if !gone {
+            match write_parts(&mut client, &buf[..n], &out) {
+                Ok(moved) => f.moved += moved,
+                Err(_) => {
+                    gone = true;
+                    let _ = client.shutdown(Shutdown::Both);
+                }
+            }
+        }
+        match step {
             Step::Go => {}
-            Step::Bad(size, at) => {
+            Step::Bad(size, at, _) => {
                 s.refused(size, at);
                 kafka = false;
                 break;
@@ -675,16 +735,6 @@ fn responses(
                 let ev = sh.event(conn, REWRITE_FAILED, 1);
                 sh.push(ev);
                 break;
-            }
-        }
-        if gone {
-            continue;
-        }
-        match write_parts(&mut client, &buf[..n], &out) {
-            Ok(moved) => f.moved += moved,
-            Err(_) => {
-                gone = true;
-                let _ = client.shutdown(Shutdown::Both);
             }
         }
     }
@@ -737,6 +787,7 @@ impl Relay {
                 queue: Mutex::new(Queue {
                     events: VecDeque::new(),
                     bytes: 0,
+                    dropped: 0,
                 }),
                 room: Condvar::new(),
                 queued: AtomicUsize::new(0),
@@ -774,6 +825,7 @@ impl Relay {
             answered: Condvar::new(),
             client_gone: AtomicBool::new(false),
             broker_done: AtomicBool::new(false),
+            last_read: AtomicU64::new(micros(now().1)),
         });
         let clones = (
             client.try_clone()?,
@@ -787,6 +839,7 @@ impl Relay {
                 client: clones.2,
                 broker: clones.3,
                 threads: 2,
+                pairs: pairs.clone(),
             },
         );
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -798,7 +851,14 @@ impl Relay {
         let (sh, p) = (self.shared.clone(), pairs.clone());
         let up = spawn(
             "kdissect-up",
-            Box::new(move || requests(sh, conn, p, client, broker)),
+            Box::new(move || {
+                let ended = sh.clone();
+                if catch_unwind(AssertUnwindSafe(|| requests(sh, conn, p, client, broker))).is_err()
+                {
+                    ended.shut(conn); // (a bug: the connection still ends)
+                    ended.thread_ended(conn, 0, 0);
+                }
+            }),
         );
         if let Err(e) = up {
             lock(&self.shared.conns).remove(&conn);
@@ -809,7 +869,14 @@ impl Relay {
         let (sh, p) = (self.shared.clone(), pairs);
         let down = spawn(
             "kdissect-down",
-            Box::new(move || responses(sh, conn, p, clones.1, clones.0)),
+            Box::new(move || {
+                let ended = sh.clone();
+                let run = AssertUnwindSafe(|| responses(sh, conn, p, clones.1, clones.0));
+                if catch_unwind(run).is_err() {
+                    ended.shut(conn);
+                    ended.thread_ended(conn, 0, 1);
+                }
+            }),
         );
         if down.is_err() {
             // said, and the connection closed: the first thread ends once its sockets
@@ -825,16 +892,17 @@ impl Relay {
 
     /// The queued events, oldest first: (conn, kind, side, wall time, monotonic time,
     /// offset, data, bytes moved, size); a message's data is its first bytes only when
-    /// shorter than its size.
-    fn take<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-        let events: Vec<Event> = {
+    /// shorter than its size. And how many messages were not queued (Python was more
+    /// than twice the budget behind).
+    fn take<'py>(&self, py: Python<'py>) -> PyResult<(Vec<Bound<'py, PyTuple>>, u64)> {
+        let (events, dropped): (Vec<Event>, u64) = {
             let mut q = lock(&self.shared.queue);
             q.bytes = 0;
             self.shared.queued.store(0, Ordering::Relaxed);
-            q.events.drain(..).collect()
+            (q.events.drain(..).collect(), std::mem::take(&mut q.dropped))
         };
         self.shared.room.notify_all();
-        events
+        let events = events
             .into_iter()
             .map(|e| {
                 PyTuple::new(
@@ -852,15 +920,21 @@ impl Relay {
                     ],
                 )
             })
-            .collect()
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok((events, dropped))
+    }
+
+    /// Seconds since either socket of connection `conn` last gave bytes (None: ended): a
+    /// message arriving for minutes is not idle, though Python hears of it at its end.
+    fn idle(&self, conn: u64) -> Option<f64> {
+        let conns = lock(&self.shared.conns);
+        let last = conns.get(&conn)?.pairs.last_read.load(Ordering::Relaxed);
+        Some(micros(now().1).saturating_sub(last) as f64 * 1e-6)
     }
 
     /// Close one connection (both sockets): its threads end, then its ENDED event comes.
     fn shutdown(&self, conn: u64) {
-        if let Some(c) = lock(&self.shared.conns).get(&conn) {
-            let _ = c.client.shutdown(Shutdown::Both);
-            let _ = c.broker.shutdown(Shutdown::Both);
-        }
+        self.shared.shut(conn);
     }
 
     /// Close every connection, and let no thread wait for room in the queue any more.
@@ -906,6 +980,7 @@ mod tests {
             queue: Mutex::new(Queue {
                 events: VecDeque::new(),
                 bytes: 0,
+                dropped: 0,
             }),
             room: Condvar::new(),
             queued: AtomicUsize::new(0),
@@ -931,6 +1006,7 @@ mod tests {
             answered: Condvar::new(),
             client_gone: AtomicBool::new(false),
             broker_done: AtomicBool::new(false),
+            last_read: AtomicU64::new(micros(now().1)),
         }
     }
 
@@ -1047,7 +1123,7 @@ mod tests {
         let mut out = Vec::new();
         assert!(matches!(
             s.feed(&mut f, &stream, &mut out),
-            Step::Bad(-5, 6)
+            Step::Bad(-5, 6, 6)
         ));
     }
 
@@ -1087,6 +1163,31 @@ mod tests {
             down.feed(&mut g, &answer[7..], &mut out),
             Step::Close
         ));
+        assert_eq!(
+            sh.reserved.load(Ordering::Relaxed),
+            0,
+            "its room given back"
+        );
+    }
+
+    #[test]
+    fn an_answer_is_unpaired_when_whole_not_when_it_begins() {
+        // (the late-answer wait, after the client left, waits for all of it)
+        let sh = shared(vec![], 1 << 20);
+        let p = pairs();
+        p.pending.lock().unwrap().insert(42, (18, 3));
+        let down = Side {
+            sh: &sh,
+            conn: 1,
+            pairs: &p,
+            side: 1,
+        };
+        let mut g = Framing::new();
+        let mut answer = 6i32.to_be_bytes().to_vec();
+        answer.extend([0, 0, 0, 42, 0, 0]);
+        down.feed(&mut g, &answer[..9], &mut Vec::new());
+        assert!(!p.pending.lock().unwrap().is_empty());
+        down.feed(&mut g, &answer[9..], &mut Vec::new());
         assert!(p.pending.lock().unwrap().is_empty());
     }
 }
