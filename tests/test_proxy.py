@@ -1195,6 +1195,47 @@ def _peak_rss_of_children(pid: int) -> int:
 
 
 @pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_a_request_trickling_in_longer_than_the_idle_timeout_is_not_idle(forwarder):
+    """--idle-timeout counts time without bytes, not time without a whole message: a
+    large request sent slowly for twice the timeout keeps its connection; once the bytes
+    stop, the connection is closed, and the bytes before a bad size still pass."""
+    server, conns = _sink_server()
+    proxy = ProxyProcess(
+        f"127.0.0.1:{server.getsockname()[1]}", "--idle-timeout", "1.5", "--forwarder", forwarder
+    )
+    try:
+        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
+        whole = struct.pack(">i", 12) + struct.pack(">hhih", 18, 3, 1, 0) + b"\x00\x00"
+        s.sendall(struct.pack(">i", 10_000_000) + struct.pack(">hhih", 0, 9, 2, 0))
+        for _ in range(8):  # 4 s of a trickle
+            time.sleep(0.5)
+            s.sendall(b"x" * 100)
+        s.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            s.recv(1)  # still open
+        s.settimeout(30)
+        assert s.recv(1) == b""  # closed once idle
+        sent = 14 + 800
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(c["bytes"] == sent for c in conns):
+            time.sleep(0.1)
+        assert any(c["bytes"] == sent for c in conns), ([c["bytes"] for c in conns], proxy.stop()[1])
+        # bytes that are not Kafka after a whole request: the request passes, not them
+        bad = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
+        bad.sendall(whole + b"GET / HTTP/1.1\r\n\r\n")
+        assert bad.recv(1) == b""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(c["bytes"] == len(whole) for c in conns):
+            time.sleep(0.1)
+        assert any(c["bytes"] == len(whole) for c in conns), [c["bytes"] for c in conns]
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        server.close()
+    assert "not Kafka" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("forwarder", FORWARDERS)
 def test_partial_requests_of_all_clients_are_capped_and_still_forwarded_unchanged(forwarder):
     """Four clients each announce a 500 MB request and send 40 MB of it: with
     --max-memory 16M the forwarder holds at most about that much (the event loop gives up

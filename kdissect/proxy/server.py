@@ -648,6 +648,16 @@ class Proxy:
                 first = False
                 frames = held.feed(side, chunk)
                 if side.error:
+                    # the whole requests before the bad size pass (as the threads pass
+                    # them); the bytes from it on do not
+                    end = frames[-1].offset + len(frames[-1].data) if frames else 0
+                    upto = end - (side.pos - len(chunk))
+                    if upto > 0:
+                        writer.write(chunk[:upto])
+                        counters.bytes_to_broker += upto
+                        ts, now = time.time(), time.perf_counter()
+                        for f in frames:
+                            self.request_seen(c, f.data, f.offset, ts, now)
                     self.on_note(
                         f"{who}: the client sent an {side.error}, which is not "
                         f"Kafka; closing the connection"
