@@ -1219,7 +1219,10 @@ def test_a_request_trickling_in_longer_than_the_idle_timeout_is_not_idle(forward
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not any(c["bytes"] == sent for c in conns):
             time.sleep(0.1)
-        assert any(c["bytes"] == sent for c in conns), ([c["bytes"] for c in conns], proxy.stop()[1])
+        assert any(c["bytes"] == sent for c in conns), (
+            [c["bytes"] for c in conns],
+            proxy.stop()[1],
+        )
         # bytes that are not Kafka after a whole request: the request passes, not them
         bad = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
         bad.sendall(whole + b"GET / HTTP/1.1\r\n\r\n")
