@@ -136,9 +136,9 @@ class Metrics:
         self.shed_total = 0  # exchanges shed (the display's buffer was full)
         self.display = display
 
-    def shed(self, count: int = 1) -> None:
-        """More exchanges shed by the forwarder (counted per connection too)."""
-        self.shed_total += count
+    def shed(self) -> None:
+        """One more exchange shed by the forwarder (counted per connection too)."""
+        self.shed_total += 1
         if self.display is not None:
             self.display.write_shed(self.shed_total)
 

@@ -201,25 +201,22 @@ class ThreadForwarder:
         except BlockingIOError:
             pass
         proxy = self.proxy
-        events, dropped = self.relay.take()
-        if dropped:  # (not queued at all: Python was far behind) shed, as the display's
-            proxy.metrics.shed(dropped)
-            if proxy.feed is not None:
-                proxy.feed.unreported += dropped
-        for event in events:
+        for event in self.relay.take():
             c = proxy.live.get(event[0])
             if c is None:
                 continue
             try:
                 self._event(c, *event[1:])
-            except Exception as e:  # a bug: said; this connection's events go on
+                if event[1] == ENDED:
+                    proxy._ended(c)
+            except Exception as e:  # a bug: said; the other events go on
                 proxy.repeated(
                     f"events handled with an internal error ({type(e).__name__})",
                     f"{c.client[0]}:{c.client[1]}: an internal error ({type(e).__name__}: "
                     f"{e}); please report it\n" + "".join(traceback.format_exception(e)).rstrip(),
                 )
-            if event[1] == ENDED:
-                proxy._ended(c)  # (whatever happened before)
+                if event[1] == ENDED and proxy.live.pop(c.index, None) is not None:
+                    proxy.active -= 1  # (ended all the same)
 
     def _event(
         self,

@@ -36,6 +36,8 @@ const HEAD_KEPT: usize = 1024;
 /// never came; the event-loop forwarder's `kinds` bound).
 const MAX_PENDING: usize = 4096;
 const STACK: usize = 256 * 1024;
+/// Bytes of a message kept when Python is more than twice the budget behind.
+const CUT_HEAD: usize = 64;
 /// What an event costs beside its bytes, as the queue's bound counts it.
 const EVENT_COST: usize = 128;
 const PRODUCE: i16 = 0;
@@ -73,7 +75,6 @@ struct Event {
 struct Queue {
     events: VecDeque<Event>,
     bytes: usize,
-    dropped: u64, // messages not queued since Python last took the queue
 }
 
 struct Conn {
@@ -85,7 +86,9 @@ struct Conn {
 
 /// What a connection's two threads share: requests awaiting answers, by correlation id.
 struct Pairs {
-    pending: Mutex<HashMap<i32, (i16, i16)>>,
+    // requests awaiting answers: correlation id -> (api key, version, sequence number)
+    pending: Mutex<HashMap<i32, (i16, i16, u64)>>,
+    sent: AtomicU64,   // the sequence numbers' counter
     answered: Condvar, // a pending request was answered (the late-answer wait)
     client_gone: AtomicBool,
     broker_done: AtomicBool, // the answers' thread ended: no answer will come
@@ -155,30 +158,27 @@ impl Shared {
         self.reserved.fetch_sub(size, Ordering::Relaxed);
     }
 
-    fn push(&self, ev: Event) {
-        let n = ev.data.len() + EVENT_COST;
+    fn push(&self, mut ev: Event) {
         let mut q = lock(&self.queue);
         let message = ev.kind == MESSAGE || ev.kind == PARTIAL;
         // a recording loses nothing: the thread waits while Python is behind (bounded
         // waits, so that a stopping proxy is never stuck here); control events never wait
-        // (one comes from Relay.start, on the event loop's own thread)
-        while message
-            && self.lossless
-            && q.bytes > self.budget
-            && !self.stopping.load(Ordering::Relaxed)
-        {
+        // (one comes from Relay.start, on the event loop's own thread). Without one, past
+        // twice the budget a message is queued as its first bytes only (still paired and
+        // counted), and past four times (a flood of small messages Python cannot keep up
+        // with) the thread waits too: memory stays bounded
+        let limit = if self.lossless { 1 } else { 4 } * self.budget;
+        while message && q.bytes > limit && !self.stopping.load(Ordering::Relaxed) {
             q = self
                 .room
                 .wait_timeout(q, Duration::from_millis(100))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-        if message && !self.lossless && q.bytes > 2 * self.budget {
-            // Python is that far behind: the message is not queued at all, only counted
-            // (memory stays bounded however many small messages come)
-            q.dropped += 1;
-            return;
+        if ev.kind == MESSAGE && !self.lossless && q.bytes > 2 * self.budget {
+            ev.data.truncate(CUT_HEAD);
         }
+        let n = ev.data.len() + EVENT_COST;
         let was_empty = q.events.is_empty();
         q.bytes += n;
         q.events.push_back(ev);
@@ -252,6 +252,7 @@ struct Msg {
     reserved: usize, // room taken for it (`Shared::reserve`)
     written: usize,  // body bytes passed on already (STREAM, TAIL)
     kind: Option<(i16, i16)>,
+    seq: u64, // its request's sequence number (the pending entry it answers)
 }
 
 /// Where a chunk's bytes go: ranges of the chunk as read, or bytes made here (a size
@@ -319,7 +320,10 @@ impl Side<'_> {
         } else if m.kind.is_some() {
             let corr = i32::from_be_bytes(m.body[..4].try_into().expect("a correlation id"));
             let mut p = lock(&self.pairs.pending);
-            p.remove(&corr);
+            // (not a later request that reused the id while this answer was coming)
+            if p.get(&corr).is_some_and(|e| e.2 == m.seq) {
+                p.remove(&corr);
+            }
             if p.is_empty() {
                 self.pairs.answered.notify_all();
             }
@@ -356,21 +360,32 @@ impl Side<'_> {
         if p.len() >= MAX_PENDING {
             p.clear();
         }
-        p.insert(corr, (key, version));
+        p.insert(
+            corr,
+            (
+                key,
+                version,
+                self.pairs.sent.fetch_add(1, Ordering::Relaxed),
+            ),
+        );
     }
 
     /// The answer beginning with `head` (its size and correlation id): how it passes.
-    fn answer_kind(&self, corr: Option<[u8; 4]>) -> (u8, Option<(i16, i16)>) {
+    fn answer_kind(&self, corr: Option<[u8; 4]>) -> (u8, Option<(i16, i16)>, u64) {
         let Some(c) = corr else {
-            return (STREAM, None);
+            return (STREAM, None, 0);
         };
         // (unpaired when whole, in `finish`: the late-answer wait waits for all of it)
         let kind = lock(&self.pairs.pending)
             .get(&i32::from_be_bytes(c))
             .copied();
         match kind {
-            Some(k) => (*self.sh.modes.get(&k).unwrap_or(&STREAM), Some(k)),
-            None => (STREAM, None),
+            Some((k, v, seq)) => (
+                *self.sh.modes.get(&(k, v)).unwrap_or(&STREAM),
+                Some((k, v)),
+                seq,
+            ),
+            None => (STREAM, None, 0),
         }
     }
 
@@ -484,10 +499,10 @@ impl Side<'_> {
                 continue;
             }
             let size = size as usize;
-            let (mut mode, kind) = if answers {
+            let (mut mode, kind, seq) = if answers {
                 self.answer_kind((size >= 4).then(|| f.head[4..8].try_into().expect("4 bytes")))
             } else {
-                (STREAM, None)
+                (STREAM, None, 0)
             };
             if mode == TAIL && size <= self.sh.tail {
                 mode = HOLD; // small: kept whole, and any size may come back
@@ -516,6 +531,7 @@ impl Side<'_> {
                 reserved: if whole { size } else { 0 },
                 written: 0,
                 kind,
+                seq,
             };
             f.pos += f.hl as u64;
             if answers && mode != HOLD {
@@ -787,7 +803,6 @@ impl Relay {
                 queue: Mutex::new(Queue {
                     events: VecDeque::new(),
                     bytes: 0,
-                    dropped: 0,
                 }),
                 room: Condvar::new(),
                 queued: AtomicUsize::new(0),
@@ -822,6 +837,7 @@ impl Relay {
         }
         let pairs = Arc::new(Pairs {
             pending: Mutex::new(HashMap::new()),
+            sent: AtomicU64::new(0),
             answered: Condvar::new(),
             client_gone: AtomicBool::new(false),
             broker_done: AtomicBool::new(false),
@@ -866,13 +882,15 @@ impl Relay {
                 "cannot start a forwarding thread: {e}"
             )));
         }
-        let (sh, p) = (self.shared.clone(), pairs);
+        let (sh, p, p2) = (self.shared.clone(), pairs.clone(), pairs);
         let down = spawn(
             "kdissect-down",
             Box::new(move || {
                 let ended = sh.clone();
                 let run = AssertUnwindSafe(|| responses(sh, conn, p, clones.1, clones.0));
                 if catch_unwind(run).is_err() {
+                    p2.broker_done.store(true, Ordering::Relaxed);
+                    p2.answered.notify_all();
                     ended.shut(conn);
                     ended.thread_ended(conn, 0, 1);
                 }
@@ -892,14 +910,13 @@ impl Relay {
 
     /// The queued events, oldest first: (conn, kind, side, wall time, monotonic time,
     /// offset, data, bytes moved, size); a message's data is its first bytes only when
-    /// shorter than its size. And how many messages were not queued (Python was more
-    /// than twice the budget behind).
-    fn take<'py>(&self, py: Python<'py>) -> PyResult<(Vec<Bound<'py, PyTuple>>, u64)> {
-        let (events, dropped): (Vec<Event>, u64) = {
+    /// shorter than its size.
+    fn take<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        let events: Vec<Event> = {
             let mut q = lock(&self.shared.queue);
             q.bytes = 0;
             self.shared.queued.store(0, Ordering::Relaxed);
-            (q.events.drain(..).collect(), std::mem::take(&mut q.dropped))
+            q.events.drain(..).collect()
         };
         self.shared.room.notify_all();
         let events = events
@@ -921,7 +938,7 @@ impl Relay {
                 )
             })
             .collect::<PyResult<Vec<_>>>()?;
-        Ok((events, dropped))
+        Ok(events)
     }
 
     /// Seconds since either socket of connection `conn` last gave bytes (None: ended): a
@@ -980,7 +997,6 @@ mod tests {
             queue: Mutex::new(Queue {
                 events: VecDeque::new(),
                 bytes: 0,
-                dropped: 0,
             }),
             room: Condvar::new(),
             queued: AtomicUsize::new(0),
@@ -1003,6 +1019,7 @@ mod tests {
     fn pairs() -> Pairs {
         Pairs {
             pending: Mutex::new(HashMap::new()),
+            sent: AtomicU64::new(0),
             answered: Condvar::new(),
             client_gone: AtomicBool::new(false),
             broker_done: AtomicBool::new(false),
@@ -1143,7 +1160,7 @@ mod tests {
         let mut req = 12i32.to_be_bytes().to_vec();
         req.extend([0, 3, 0, 12, 0, 0, 0, 42, 0xff, 0xff, 0, 0]);
         assert!(matches!(up.feed(&mut f, &req, &mut Vec::new()), Step::Go));
-        assert_eq!(p.pending.lock().unwrap().get(&42), Some(&(3, 12)));
+        assert_eq!(p.pending.lock().unwrap().get(&42), Some(&(3, 12, 0)));
         let down = Side {
             sh: &sh,
             conn: 1,
@@ -1175,7 +1192,7 @@ mod tests {
         // (the late-answer wait, after the client left, waits for all of it)
         let sh = shared(vec![], 1 << 20);
         let p = pairs();
-        p.pending.lock().unwrap().insert(42, (18, 3));
+        p.pending.lock().unwrap().insert(42, (18, 3, 0));
         let down = Side {
             sh: &sh,
             conn: 1,
@@ -1189,5 +1206,11 @@ mod tests {
         assert!(!p.pending.lock().unwrap().is_empty());
         down.feed(&mut g, &answer[9..], &mut Vec::new());
         assert!(p.pending.lock().unwrap().is_empty());
+        // a request reusing the id while the answer comes stays paired after it
+        p.pending.lock().unwrap().insert(42, (18, 3, 1));
+        down.feed(&mut g, &answer[..9], &mut Vec::new());
+        p.pending.lock().unwrap().insert(42, (18, 3, 2));
+        down.feed(&mut g, &answer[9..], &mut Vec::new());
+        assert_eq!(p.pending.lock().unwrap().get(&42), Some(&(18, 3, 2)));
     }
 }
