@@ -158,7 +158,19 @@ impl Shared {
         self.reserved.fetch_sub(size, Ordering::Relaxed);
     }
 
-    fn push(&self, mut ev: Event) {
+    fn push(&self, ev: Event) {
+        if self.queue_event(ev) {
+            self.wake();
+        }
+    }
+
+    /// Python's event loop wakes on this pipe (full: it has a wake-up waiting).
+    fn wake(&self) {
+        unsafe { libc::write(self.notify_fd, b"!".as_ptr() as *const libc::c_void, 1) };
+    }
+
+    /// Queues `ev`; true when the queue was empty (Python must be woken).
+    fn queue_event(&self, mut ev: Event) -> bool {
         let mut q = lock(&self.queue);
         let message = ev.kind == MESSAGE || ev.kind == PARTIAL;
         // a recording loses nothing: the thread waits while Python is behind (bounded
@@ -169,6 +181,8 @@ impl Shared {
         // with) the thread waits too: memory stays bounded
         let limit = if self.lossless { 1 } else { 4 } * self.budget;
         while message && q.bytes > limit && !self.stopping.load(Ordering::Relaxed) {
+            // (a wake-up this thread put off until its write may be what Python waits for)
+            self.wake();
             q = self
                 .room
                 .wait_timeout(q, Duration::from_millis(100))
@@ -183,11 +197,7 @@ impl Shared {
         q.bytes += n;
         q.events.push_back(ev);
         self.queued.store(q.bytes, Ordering::Relaxed);
-        drop(q);
-        if was_empty {
-            // Python's event loop wakes on this pipe (full: it has a wake-up waiting)
-            unsafe { libc::write(self.notify_fd, b"!".as_ptr() as *const libc::c_void, 1) };
-        }
+        was_empty
     }
 
     fn event(&self, conn: u64, kind: u8, side: u8) -> Event {
@@ -310,6 +320,9 @@ struct Side<'a> {
     conn: u64,
     pairs: &'a Pairs,
     side: u8,
+    // Python is woken after the chunk is written, not before: the wake-up (a write to
+    // a pipe, and another thread made runnable) then never delays the bytes themselves
+    wake: std::cell::Cell<bool>,
 }
 
 impl Side<'_> {
@@ -339,7 +352,16 @@ impl Side<'_> {
             ev.data.truncate(HEAD_KEPT);
         }
         ev.moved = std::mem::take(&mut f.moved);
-        self.sh.push(ev);
+        if self.sh.queue_event(ev) {
+            self.wake.set(true);
+        }
+    }
+
+    /// The wake-up a message queued in the chunk just written asked for.
+    fn wake_python(&self) {
+        if self.wake.take() {
+            self.sh.wake();
+        }
     }
 
     fn note_request(&self, body: &[u8]) {
@@ -619,6 +641,7 @@ fn requests(
         conn,
         pairs: &pairs,
         side: 0,
+        wake: Default::default(),
     };
     let mut f = Framing::new();
     let mut buf = vec![0u8; READ_SIZE];
@@ -650,17 +673,21 @@ fn requests(
                 if broker.write_all(&buf[..upto]).is_ok() {
                     f.moved += upto as u64;
                 }
+                s.wake_python();
                 s.refused(size, at);
                 kafka = false;
                 break;
             }
             Step::Close => break,
         }
-        if broker.write_all(&buf[..n]).is_err() {
+        let written = broker.write_all(&buf[..n]);
+        s.wake_python();
+        if written.is_err() {
             break;
         }
         f.moved += n as u64;
     }
+    s.wake_python();
     if kafka {
         s.partial(&mut f);
     }
@@ -709,6 +736,7 @@ fn responses(
         conn,
         pairs: &pairs,
         side: 1,
+        wake: Default::default(),
     };
     let mut f = Framing::new();
     let mut buf = vec![0u8; READ_SIZE];
@@ -740,6 +768,7 @@ fn responses(
                 }
             }
         }
+        s.wake_python();
         match step {
             Step::Go => {}
             Step::Bad(size, at, _) => {
@@ -1058,6 +1087,7 @@ mod tests {
                 conn: 1,
                 pairs: &p,
                 side: 1,
+                wake: Default::default(),
             };
             let mut f = Framing::new();
             let mut got = Vec::new();
@@ -1090,6 +1120,7 @@ mod tests {
             conn: 1,
             pairs: &p,
             side: 0,
+            wake: Default::default(),
         };
         let mut f = Framing::new();
         let stream = framed(5000, 7);
@@ -1109,6 +1140,7 @@ mod tests {
             conn: 1,
             pairs: &p,
             side: 0,
+            wake: Default::default(),
         };
         let (mut one, mut two) = (Framing::new(), Framing::new());
         let stream = framed(3000, 1);
@@ -1133,6 +1165,7 @@ mod tests {
             conn: 1,
             pairs: &p,
             side: 0,
+            wake: Default::default(),
         };
         let mut f = Framing::new();
         let mut stream = framed(2, 0);
@@ -1155,6 +1188,7 @@ mod tests {
             conn: 1,
             pairs: &p,
             side: 0,
+            wake: Default::default(),
         };
         let mut f = Framing::new();
         let mut req = 12i32.to_be_bytes().to_vec();
@@ -1166,6 +1200,7 @@ mod tests {
             conn: 1,
             pairs: &p,
             side: 1,
+            wake: Default::default(),
         };
         let mut g = Framing::new();
         let mut answer = 6i32.to_be_bytes().to_vec();
@@ -1198,6 +1233,7 @@ mod tests {
             conn: 1,
             pairs: &p,
             side: 1,
+            wake: Default::default(),
         };
         let mut g = Framing::new();
         let mut answer = 6i32.to_be_bytes().to_vec();
