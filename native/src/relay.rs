@@ -325,7 +325,17 @@ struct Side<'a> {
     wake: std::cell::Cell<bool>,
 }
 
-impl Side<'_> {
+impl<'a> Side<'a> {
+    fn new(sh: &'a Shared, conn: u64, pairs: &'a Pairs, side: u8) -> Side<'a> {
+        Side {
+            sh,
+            conn,
+            pairs,
+            side,
+            wake: Default::default(),
+        }
+    }
+
     /// A message is complete: queued (a request after noting what answers it).
     fn finish(&self, f: &mut Framing, m: Msg) {
         if self.side == 0 {
@@ -636,13 +646,7 @@ fn requests(
     mut client: TcpStream,
     mut broker: TcpStream,
 ) {
-    let s = Side {
-        sh: &sh,
-        conn,
-        pairs: &pairs,
-        side: 0,
-        wake: Default::default(),
-    };
+    let s = Side::new(&sh, conn, &pairs, 0);
     let mut f = Framing::new();
     let mut buf = vec![0u8; READ_SIZE];
     let mut out = Vec::new();
@@ -731,13 +735,7 @@ fn responses(
     mut broker: TcpStream,
     mut client: TcpStream,
 ) {
-    let s = Side {
-        sh: &sh,
-        conn,
-        pairs: &pairs,
-        side: 1,
-        wake: Default::default(),
-    };
+    let s = Side::new(&sh, conn, &pairs, 1);
     let mut f = Framing::new();
     let mut buf = vec![0u8; READ_SIZE];
     let mut out: Vec<Part> = Vec::new();
@@ -1082,13 +1080,7 @@ mod tests {
         stream.extend(framed(3, 2));
         stream.extend(framed(300, 3));
         for cut in 1..stream.len() {
-            let s = Side {
-                sh: &sh,
-                conn: 1,
-                pairs: &p,
-                side: 1,
-                wake: Default::default(),
-            };
+            let s = Side::new(&sh, 1, &p, 1);
             let mut f = Framing::new();
             let mut got = Vec::new();
             for piece in stream.chunks(cut) {
@@ -1115,13 +1107,7 @@ mod tests {
     fn a_message_past_the_budget_is_queued_cut() {
         let sh = shared(vec![], 100);
         let p = pairs();
-        let s = Side {
-            sh: &sh,
-            conn: 1,
-            pairs: &p,
-            side: 0,
-            wake: Default::default(),
-        };
+        let s = Side::new(&sh, 1, &p, 0);
         let mut f = Framing::new();
         let stream = framed(5000, 7);
         let mut out = Vec::new();
@@ -1135,13 +1121,7 @@ mod tests {
     fn messages_begun_together_cannot_take_the_same_room() {
         let sh = shared(vec![], 4000);
         let p = pairs();
-        let s = Side {
-            sh: &sh,
-            conn: 1,
-            pairs: &p,
-            side: 0,
-            wake: Default::default(),
-        };
+        let s = Side::new(&sh, 1, &p, 0);
         let (mut one, mut two) = (Framing::new(), Framing::new());
         let stream = framed(3000, 1);
         let mut out = Vec::new();
@@ -1160,13 +1140,7 @@ mod tests {
     fn an_implausible_size_is_refused_where_it_stands() {
         let sh = shared(vec![], 100);
         let p = pairs();
-        let s = Side {
-            sh: &sh,
-            conn: 1,
-            pairs: &p,
-            side: 0,
-            wake: Default::default(),
-        };
+        let s = Side::new(&sh, 1, &p, 0);
         let mut f = Framing::new();
         let mut stream = framed(2, 0);
         stream.extend((-5i32).to_be_bytes());
@@ -1183,25 +1157,13 @@ mod tests {
         // here: no callable) gives no rewrite, so the connection closes
         let sh = shared(vec![((3, 12), HOLD)], 1 << 20);
         let p = pairs();
-        let up = Side {
-            sh: &sh,
-            conn: 1,
-            pairs: &p,
-            side: 0,
-            wake: Default::default(),
-        };
+        let up = Side::new(&sh, 1, &p, 0);
         let mut f = Framing::new();
         let mut req = 12i32.to_be_bytes().to_vec();
         req.extend([0, 3, 0, 12, 0, 0, 0, 42, 0xff, 0xff, 0, 0]);
         assert!(matches!(up.feed(&mut f, &req, &mut Vec::new()), Step::Go));
         assert_eq!(p.pending.lock().unwrap().get(&42), Some(&(3, 12, 0)));
-        let down = Side {
-            sh: &sh,
-            conn: 1,
-            pairs: &p,
-            side: 1,
-            wake: Default::default(),
-        };
+        let down = Side::new(&sh, 1, &p, 1);
         let mut g = Framing::new();
         let mut answer = 6i32.to_be_bytes().to_vec();
         answer.extend([0, 0, 0, 42, 0, 0]);
@@ -1228,13 +1190,7 @@ mod tests {
         let sh = shared(vec![], 1 << 20);
         let p = pairs();
         p.pending.lock().unwrap().insert(42, (18, 3, 0));
-        let down = Side {
-            sh: &sh,
-            conn: 1,
-            pairs: &p,
-            side: 1,
-            wake: Default::default(),
-        };
+        let down = Side::new(&sh, 1, &p, 1);
         let mut g = Framing::new();
         let mut answer = 6i32.to_be_bytes().to_vec();
         answer.extend([0, 0, 0, 42, 0, 0]);
