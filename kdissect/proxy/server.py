@@ -776,7 +776,7 @@ class Proxy:
 
     def _record_rest(self, c: _Connection, direction: int, side: Side) -> None:
         # (not after bytes that are not Kafka: the chunk holding them was not forwarded)
-        if not side.error:
+        if c.recorded is not None and not side.error:
             self.partial_seen(c, direction, side.framer.held(), time.time())
 
     def partial_seen(self, c: _Connection, direction: int, rest: bytes, ts: float) -> None:
@@ -794,6 +794,14 @@ class Proxy:
         c = self.live.get(index)
         if c is None:
             return None
+        return await self._answer_rewritten(c, body, api_key, api_version, sent)
+
+    async def _answer_rewritten(
+        self, c: _Connection, body: bytes, api_key: int, api_version: int, sent: int
+    ) -> bytes | None:
+        """``body`` with its broker addresses rewritten (itself when nothing changes),
+        keeping its size when ``sent`` >= 0 of its bytes are passed on already; None: it
+        cannot be, and the connection closes (said)."""
         if sent < 0:
             new = await self._rewritten(body, api_key, api_version, c) or body
         else:
@@ -895,15 +903,11 @@ class Proxy:
                     data = new = f.body if big is not None else f.data
                     kind = self.response_seen(c, data, (big or f).offset, ts, time.perf_counter())
                     if kind is not None and response_layout(*kind) is not None:
-                        if big is not None:
-                            same = await self._rewritten_same_size(data, *kind, c, big.sent - 4)
-                            if same is None:
-                                return  # (said why) the client reconnects
-                            new = same
-                        else:
-                            new = await self._rewritten(data, *kind, c) or data
-                        if new is not data:
-                            self.metrics.api(kind[0]).rewritten += 1
+                        sent = big.sent - 4 if big is not None else -1
+                        rewritten = await self._answer_rewritten(c, data, *kind, sent)
+                        if rewritten is None:
+                            return  # (said why) the client reconnects
+                        new = rewritten
                     if new is not data:
                         changed = True
                     if big is not None:  # the rest of it (size unchanged)

@@ -61,17 +61,17 @@ def _may_name_brokers() -> list[tuple[int, int]]:
     ]
 
 
-def modes() -> list[tuple[int, int, int]]:
-    """(api key, version, mode) of every answer that may name brokers: the same choice
-    as the event-loop forwarder's (``response_layout``)."""
-    return [(key, version, TAIL if key == FETCH else HOLD) for key, version in _may_name_brokers()]
+def modes(answers: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(api key, version, mode) of ``answers`` (those that may name brokers: the same
+    choice as the event-loop forwarder's, ``response_layout``)."""
+    return [(key, version, TAIL if key == FETCH else HOLD) for key, version in answers]
 
 
-def checks() -> list[tuple[int, int, bool, list[int], list[int]]]:
-    """(api key, version, header tagged, tags, program) of the answers whose brokers
-    the relay can see to be absent itself (``skipscan.quick_check``)."""
+def checks(answers: list[tuple[int, int]]) -> list[tuple[int, int, bool, list[int], list[int]]]:
+    """(api key, version, header tagged, tags, program) of those of ``answers`` whose
+    brokers the relay can see to be absent itself (``skipscan.quick_check``)."""
     out = []
-    for key, version in _may_name_brokers():
+    for key, version in answers:
         check = quick_check(key, version)
         if check is not None:
             out.append((key, version, *check))
@@ -109,6 +109,7 @@ class ThreadForwarder:
         self.proxy = proxy
         self.loop = asyncio.get_running_loop()
         self._wake_r, self._wake_w = os.pipe()
+        answers = _may_name_brokers()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self.relay = Relay(
@@ -117,29 +118,25 @@ class ThreadForwarder:
             # forwarder holds partial ones); without, up to the display's budget
             proxy.held.limit if proxy.recorder is not None else min(budget, proxy.held.limit),
             proxy.recorder is not None,  # a recording loses nothing: never cut
-            modes(),
-            checks(),
+            modes(answers),
+            checks(answers),
             self._rewrite,
             stream_tail,
             late,
             MAX_MESSAGE,
         )
-        self._paused = False
         self.loop.add_reader(self._wake_r, self._woken)
         sys.setswitchinterval(SWITCH_INTERVAL)
 
     def _woken(self) -> None:
-        """Events wait: taken now, then not again for DRAIN_EVERY (what comes
-        meanwhile is taken then, in one go)."""
+        """Events wait: taken now, then not again for DRAIN_EVERY (the pipe is not
+        watched meanwhile; what comes is taken then, in one go)."""
         self.drain()
-        if not self._paused:
-            self._paused = True
-            self.loop.remove_reader(self._wake_r)
-            self.loop.call_later(DRAIN_EVERY, self._resume)
+        self.loop.remove_reader(self._wake_r)
+        self.loop.call_later(DRAIN_EVERY, self._resume)
 
     def _resume(self) -> None:
-        self._paused = False
-        if self._wake_r >= 0:
+        if self._wake_r >= 0:  # (not once closed)
             self.loop.add_reader(self._wake_r, self._woken)
 
     async def client(self, sock: socket.socket, listener: Listener) -> None:
