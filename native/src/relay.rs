@@ -122,18 +122,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner()) // a panicked thread leaves data usable
 }
 
+/// (wall clock, monotonic clock) in seconds.
 fn now() -> (f64, f64) {
     let wall = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
+    (wall, mono())
+}
+
+/// CLOCK_MONOTONIC: Python's time.perf_counter() on Linux, which latencies use.
+fn mono() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // CLOCK_MONOTONIC: Python's time.perf_counter() on Linux, which latencies use
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (wall, ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 impl Shared {
@@ -656,7 +661,7 @@ fn requests(
         let n = match client.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                pairs.last_read.store(micros(now().1), Ordering::Relaxed);
+                pairs.last_read.store(micros(mono()), Ordering::Relaxed);
                 n
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -748,7 +753,7 @@ fn responses(
         let n = match broker.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                pairs.last_read.store(micros(now().1), Ordering::Relaxed);
+                pairs.last_read.store(micros(mono()), Ordering::Relaxed);
                 n
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -868,7 +873,7 @@ impl Relay {
             answered: Condvar::new(),
             client_gone: AtomicBool::new(false),
             broker_done: AtomicBool::new(false),
-            last_read: AtomicU64::new(micros(now().1)),
+            last_read: AtomicU64::new(micros(mono())),
         });
         let clones = (
             client.try_clone()?,
@@ -973,7 +978,7 @@ impl Relay {
     fn idle(&self, conn: u64) -> Option<f64> {
         let conns = lock(&self.shared.conns);
         let last = conns.get(&conn)?.pairs.last_read.load(Ordering::Relaxed);
-        Some(micros(now().1).saturating_sub(last) as f64 * 1e-6)
+        Some(micros(mono()).saturating_sub(last) as f64 * 1e-6)
     }
 
     /// Close one connection (both sockets): its threads end, then its ENDED event comes.
@@ -1050,7 +1055,7 @@ mod tests {
             answered: Condvar::new(),
             client_gone: AtomicBool::new(false),
             broker_done: AtomicBool::new(false),
-            last_read: AtomicU64::new(micros(now().1)),
+            last_read: AtomicU64::new(micros(mono())),
         }
     }
 
