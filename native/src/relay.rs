@@ -1109,6 +1109,57 @@ mod tests {
     }
 
     #[test]
+    fn any_bytes_in_any_pieces_pass_unchanged_or_stop_at_a_bad_size() {
+        // hostile input: random streams (sizes small enough to finish, or not), cut at
+        // random; answers paired as Metadata (held for Python, absent here) or not
+        let sh = shared(vec![((3, 12), HOLD)], 1 << 16);
+        let p = pairs();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..2000 {
+            let mut stream = Vec::new();
+            while stream.len() < 3000 {
+                match rnd(4) {
+                    0 => stream.extend((0..rnd(40)).map(|_| rnd(256) as u8)),
+                    _ => stream.extend(framed(rnd(300) as usize, rnd(256) as u8)),
+                }
+            }
+            p.pending.lock().unwrap().insert(0, (3, 12, 0));
+            let s = Side::new(&sh, 1, &p, (round % 2) as u8);
+            let mut f = Framing::new();
+            let (mut got, mut at) = (Vec::new(), 0);
+            let stopped = loop {
+                if at == stream.len() {
+                    break false;
+                }
+                let end = (at + 1 + rnd(700) as usize).min(stream.len());
+                let mut out = Vec::new();
+                let step = s.feed(&mut f, &stream[at..end], &mut out);
+                got.extend(passed(&stream[at..end], &out));
+                at = end;
+                if !matches!(step, Step::Go) {
+                    break true;
+                }
+            };
+            if s.side == 1 {
+                // what passed is the stream's start, byte for byte
+                assert_eq!(got[..], stream[..got.len()], "round {round}");
+                if !stopped {
+                    assert!(stream.len() - got.len() <= 300 + 4);
+                }
+            }
+            sh.queue.lock().unwrap().events.clear();
+            sh.queue.lock().unwrap().bytes = 0;
+            sh.reserved.store(0, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
     fn a_message_past_the_budget_is_queued_cut() {
         let sh = shared(vec![], 100);
         let p = pairs();
