@@ -191,6 +191,101 @@ def test_answers_naming_thousands_of_brokers_are_forwarded_with_capped_listeners
     assert "Traceback" not in err
 
 
+class Relabeller:
+    """Between the proxy and a real broker: a client's Metadata request of version
+    ``newer`` goes to the broker as ``known`` (which the broker speaks), and the broker's
+    answer comes back as it was, plus ``extra`` bytes: the proxy sees an answer of a
+    version newer than its tables, in the newest known layout (or one that differs)."""
+
+    def __init__(self, broker: tuple[str, int], newer: int, known: int, extra: bytes = b""):
+        self.broker, self.newer, self.known, self.extra = broker, newer, known, extra
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            with socket.create_connection(self.broker, timeout=20) as up:
+                while True:
+                    request = bytearray(
+                        recv_exactly(conn, struct.unpack(">i", recv_exactly(conn, 4))[0])
+                    )
+                    key, version = struct.unpack_from(">hh", request)
+                    relabelled = key == 3 and version == self.newer
+                    if relabelled:
+                        struct.pack_into(">h", request, 2, self.known)
+                    answer = call(up, bytes(request)) + (self.extra if relabelled else b"")
+                    conn.sendall(struct.pack(">i", len(answer)) + answer)
+        except (ConnectionError, OSError):
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def metadata_flexible_request(version: int, corr: int) -> bytes:
+    """Metadata (v9+ layout): all topics, no auto-creation, header v2."""
+    return struct.pack(">hhih", 3, version, corr, 2) + b"md" + b"\0" + b"\0\0\0\0"
+
+
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_answers_newer_than_the_tables_are_rewritten_with_the_newest_layout(
+    apache_kafka, forwarder
+):
+    """A client newer than kdissect asks Metadata v(newest+1): the answer's brokers are
+    read with the newest known layout and rewritten to the proxy (passing it unread
+    handed clients the brokers' own addresses), and the proxy says what it assumed. An
+    answer that does not fit that layout to its last byte is forwarded unchanged, said."""
+    from kdissect.protocol import schemas
+
+    known = schemas.all_versions()[3][-1]
+    broker = ("127.0.0.1", apache_kafka.node(1).ports["PLAINTEXT"])
+    fits, differs = (
+        Relabeller(broker, known + 1, known),
+        Relabeller(broker, known + 1, known, b"\0"),
+    )
+    try:
+        for relay, rewritten in ((fits, True), (differs, False)):
+            with socket.create_connection(("127.0.0.1", relay.port), timeout=20) as s:
+                direct = call(s, metadata_flexible_request(known + 1, 5))
+            proxy = ProxyProcess(f"127.0.0.1:{relay.port}", "--forwarder", forwarder)
+            try:
+                with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+                    through = call(s, metadata_flexible_request(known + 1, 5))
+                _, err = proxy.stop()
+            finally:
+                proxy.proc.kill()
+            named = brokers_named_as(direct[: len(direct) - len(relay.extra)], known)
+            assert named and all(port == broker[1] for _, _, port in named)
+            if rewritten:
+                got = brokers_named_as(through, known)
+                assert [n for n, _, _ in got] == [n for n, _, _ in named]
+                assert all(host == "127.0.0.1" and port != broker[1] for _, host, port in got)
+                assert f"v{known + 1} is newer than kdissect's tables" in err
+                assert f"read with v{known}'s layout" in err
+            else:
+                assert through == direct  # byte for byte
+                assert "does not follow its layout" in err and "ends at byte" in err
+            assert "Traceback" not in err
+    finally:
+        fits.close()
+        differs.close()
+
+
+def brokers_named_as(body: bytes, version: int) -> list[tuple[int, str, int]]:
+    from tests.test_proxy import endpoints
+
+    return endpoints(decode_response(body, 3, version).tree)
+
+
 def test_broker_ports_past_65535_are_never_wrapped():
     base = free_port() - 1
     upstream = HostileBroker(

@@ -97,3 +97,39 @@ def test_api_keys_kafka_does_not_define_share_one_metrics_series():
     assert m.api(30000) is m.api(-7) is m.api(31000)
     assert m.api(0) is not m.api(30000)
     assert len(m.apis) == 2
+
+
+def test_an_answer_newer_than_the_tables_is_read_with_the_newest_layout_checked_to_its_end():
+    """Every answer in the repo's captures that names brokers, in a version the tables
+    hold as their newest, read as if it were the next version: the same brokers at the
+    same bytes. Given one more byte, or cut by one, that reading fails (the answer is then
+    forwarded unchanged) where the known version's walk, which stops after the last
+    broker, would not notice."""
+    from kdissect.protocol import schemas
+    from kdissect.protocol.apis import NAMES_BROKERS
+    from kdissect.protocol.reader import DecodeError
+    from kdissect.proxy.skipscan import assumed
+    from kdissect.sources.pcap import exchanges_in
+    from tests.support.repo_captures import every_capture
+
+    newest = {k: schemas.all_versions()[k][-1] for k in NAMES_BROKERS}
+    seen = set()
+    for ex in exchanges_in([str(p) for p in every_capture()]).exchanges:
+        m = ex.response
+        if m is None or m.api_key not in NAMES_BROKERS or m.api_version != newest[m.api_key]:
+            continue
+        body, key = bytes(m.data), m.api_key
+        spans = endpoint_spans(body, key, m.api_version)
+        if not spans:
+            continue
+        seen.add(key)
+        assert assumed(key, m.api_version + 1) == m.api_version
+        assert assumed(key, m.api_version) is None
+        assert endpoint_spans(body, key, m.api_version + 1) == spans
+        for damaged in (body + b"\0", body[:-1]):
+            try:
+                endpoint_spans(damaged, key, m.api_version + 1)
+            except DecodeError:
+                continue
+            raise AssertionError(f"API {key}: a damaged answer read as fitting")
+    assert {3, 10} <= seen, seen  # Metadata and FindCoordinator answers at least

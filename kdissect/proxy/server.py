@@ -40,6 +40,7 @@ from .skipscan import (
     EndpointSpan,
     TooManyEndpoints,
     endpoint_spans,
+    assumed,
     response_layout,
     top_error_code,
 )
@@ -1041,6 +1042,14 @@ class Proxy:
                 f"layout ({e}); forwarded unchanged",
             )
             return None
+        read_as = assumed(api_key, api_version)
+        if read_as is not None and spans:
+            self.repeated(
+                f"answers read with an assumed layout (API {api_key} v{api_version})",
+                f"API {api_key} v{api_version} is newer than kdissect's tables: its "
+                f"answers' broker addresses are read with v{read_as}'s layout (each "
+                f"answer checked to fit it to its last byte, else forwarded unchanged)",
+            )
         # only what names a real broker: error answers (FindCoordinator's "no
         # coordinator": node -1, host "", port -1) pass as the broker sent them
         spans = [sp for sp in spans if sp.node_id >= 0 and sp.host]

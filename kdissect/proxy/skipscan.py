@@ -96,9 +96,25 @@ def _field_holds(f: Field) -> bool:
 @lru_cache(maxsize=None)
 def response_layout(api_key: int, api_version: int) -> Struct | None:
     """The layout of a response that can carry endpoints in this version, else None
-    (such responses are forwarded without any parsing beyond the header)."""
-    st = schemas.layout(api_key, api_version, "response")
+    (such responses are forwarded without any parsing beyond the header). A version
+    newer than kdissect's tables is read with the newest known one's layout (``assumed``):
+    passing it unread would hand clients the brokers' own addresses."""
+    read_as = schemas.effective_version(api_key, api_version)
+    if read_as is None:
+        return None
+    st = schemas.layout(api_key, read_as, "response")
     return st if st is not None and _holds_endpoints(st) else None
+
+
+def assumed(api_key: int, api_version: int) -> int | None:
+    """The known version whose layout reads this newer one, or None (it is known)."""
+    read_as = schemas.effective_version(api_key, api_version)
+    return read_as if read_as is not None and read_as != api_version else None
+
+
+def _header_version(api_key: int, api_version: int) -> int:
+    read_as = schemas.effective_version(api_key, api_version)
+    return schemas.response_header_version(api_key, api_version if read_as is None else read_as)
 
 
 def warm() -> None:
@@ -113,17 +129,34 @@ def warm() -> None:
 
 def endpoint_spans(body: bytes, api_key: int, api_version: int) -> list[EndpointSpan]:
     """The endpoints in ``body`` (a response after its size prefix). Raises DecodeError
-    when the bytes do not follow the layout (the caller forwards them unchanged)."""
+    when the bytes do not follow the layout (the caller forwards them unchanged). An
+    answer read with an assumed layout (``assumed``) is walked to its end and must end
+    exactly there, every real broker's port a port: a newer version that changed the layout then
+    fails loudly instead of having the wrong bytes rewritten."""
     st = response_layout(api_key, api_version)
     if st is None:
         return []
     r = Reader(body)
     r.need(4, "correlation id")
     r.pos = 4
-    if schemas.response_header_version(api_key, api_version) >= 1:
+    if _header_version(api_key, api_version) >= 1:
         _skip_tagged(r)
     out: list[EndpointSpan] = []
-    _walk(r, st, out, [], top=True)
+    read_as = assumed(api_key, api_version)
+    _walk(r, st, out, [], top=read_as is None)
+    if read_as is not None:
+        if r.pos != len(body):
+            raise DecodeError(
+                f"read with v{read_as}'s layout (v{api_version} is newer than kdissect's "
+                f"tables), it ends at byte {r.pos} of {len(body)}"
+            )
+        real = (sp for sp in out if sp.node_id >= 0 and sp.host)  # (what is rewritten)
+        bad = next((sp for sp in real if not 0 <= sp.port <= 0xFFFF), None)
+        if bad is not None:
+            raise DecodeError(
+                f"read with v{read_as}'s layout (v{api_version} is newer than kdissect's "
+                f"tables), broker {bad.node_id}'s port would be {bad.port}"
+            )
     return out
 
 
@@ -328,7 +361,7 @@ def quick_check(api_key: int, api_version: int) -> tuple[bool, list[int], list[i
         _program(st, program)
     except DecodeError:  # a type the walk does not know
         return None
-    return schemas.response_header_version(api_key, api_version) >= 1, tags, program
+    return _header_version(api_key, api_version) >= 1, tags, program
 
 
 def _program(st: Struct, out: list[int]) -> None:

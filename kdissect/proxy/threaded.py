@@ -49,7 +49,7 @@ DRAIN_EVERY = 0.002
 # default, 5 ms, was a Fetch answer's delay whenever the loop was busy)
 SWITCH_INTERVAL = 0.0005
 STOP_WAIT = 10.0  # seconds the proxy's close waits for the threads to end
-HIGHEST_VERSION = 127  # answer versions looked up (newer than the tables: streamed)
+HIGHEST_VERSION = 127  # answer versions looked up (newer than the tables: read as the newest)
 
 
 def _may_name_brokers() -> list[tuple[int, int]]:
