@@ -214,6 +214,10 @@ class ThreadForwarder:
                 )
                 if event[1] == ENDED and proxy.live.pop(c.index, None) is not None:
                     proxy.active -= 1  # (ended all the same)
+        if proxy.feed is not None:
+            # what the display's channel holds counts in the relay's budget: when it is
+            # full, messages the display would shed are not collected whole for it
+            self.relay.display_holds(proxy.feed.buffered)
 
     def _event(
         self,
