@@ -674,3 +674,56 @@ def test_large_answers_cut_anywhere_pass_byte_exact(forwarder):
         4,
         5,
     ]
+
+
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+def test_a_brokers_whole_answers_before_a_bad_size_pass(forwarder):
+    """A broker (here a hostile one) sends two whole answers, a small one and one large
+    enough to be passed on as it comes, then bytes that are not Kafka, in one write: the
+    client gets both answers byte for byte, then the connection closes, and the proxy
+    says why (the event loop dropped the whole write). The bad size is -2, which the
+    thread forwarder once took for its own "no thread to be had"."""
+
+    def answer(corr: int, entries: int) -> bytes:
+        body = struct.pack(">ihi", corr, 0, entries) + struct.pack(">hhh", 0, 0, 9) * entries
+        return struct.pack(">i", len(body)) + body
+
+    answers = answer(1, 3) + answer(2, 40_000)  # 240 kB: streamed
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            try:
+                for _ in range(2):
+                    recv_exactly(conn, struct.unpack(">i", recv_exactly(conn, 4))[0])
+            except ConnectionError:
+                return  # (the proxy's readiness probe)
+            conn.sendall(answers + b"\xff\xff\xff\xfe" + b"not Kafka" * 10)
+            time.sleep(5)
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    proxy = ProxyProcess(f"127.0.0.1:{server.getsockname()[1]}", "--forwarder", forwarder)
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+            for corr in (1, 2):
+                request = api_versions(corr)
+                s.sendall(struct.pack(">i", len(request)) + request)
+            got = b""
+            while chunk := s.recv(1 << 20):
+                got += chunk
+        rows, err = proxy.stop()
+    finally:
+        proxy.proc.kill()
+        server.close()
+    assert got == answers
+    assert "sent an implausible message size -2" in err, err
+    assert "forwarding thread" not in err
+    assert "Traceback" not in err

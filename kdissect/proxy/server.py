@@ -891,12 +891,6 @@ class Proxy:
                         done.append(large)
                         large = None
                 frames = held.feed(side, chunk) if chunk else []
-                if side.error:
-                    self.on_note(
-                        f"broker {c.broker[0]}:{c.broker[1]} sent an "
-                        f"{side.error}, which is not Kafka; closing the connection"
-                    )
-                    return
                 ts = time.time()
                 changed = False
                 for f in done + frames:
@@ -919,6 +913,18 @@ class Proxy:
                     else:
                         out.append(_SIZE.pack(len(new)))
                         out.append(new)
+                if side.error:
+                    # the whole answers before the bad size pass (as the threads pass
+                    # them); the bytes from it on do not
+                    if out and not gone and not writer.transport.is_closing():
+                        writer.writelines(out)
+                        counters.bytes_to_client += sum(map(len, out))
+                        await writer.drain()
+                    self.on_note(
+                        f"broker {c.broker[0]}:{c.broker[1]} sent an "
+                        f"{side.error}, which is not Kafka; closing the connection"
+                    )
+                    return
                 framer = side.framer
                 if chunk and framer.pending and framer.base != hold_at:  # not whole yet
                     base = framer.base

@@ -38,8 +38,9 @@ Connection: TypeAlias = Any
 HOLD, TAIL = 1, 2
 # event kinds (relay.rs)
 MESSAGE, PARTIAL, REFUSED, ENDED, REWRITE_FAILED, DIRECTION_ENDED = range(6)
-# a REFUSED event's size: a TLS handshake on a plaintext listener; no thread to be had
-NOT_KAFKA_TLS, NO_THREAD = -1, -2
+# a REFUSED event's size when no size prefix is to blame (outside an int32's range: a
+# peer's size prefix may be -1 or -2): a TLS handshake on a plaintext listener; no thread
+NOT_KAFKA_TLS, NO_THREAD = -(1 << 40), -(1 << 40) - 1
 REWRITE_WAIT = 30.0  # seconds a forwarding thread waits for the event loop's rewrite
 # the event loop takes the relay's events at most this often: forwarding never waits for
 # them, and a wake-up per message (two per exchange) cost more CPU than the forwarding

@@ -68,8 +68,10 @@ const ENDED: u8 = 3; // both threads are done; the connection's sockets are clos
 const REWRITE_FAILED: u8 = 4; // an answer could not be rewritten: the connection closes
 const DIRECTION_ENDED: u8 = 5; // one thread is done (its bytes moved since its last event)
 
-const NOT_KAFKA_TLS: i64 = -1; // a TLS handshake on a plaintext listener (`size`)
-const NO_THREAD: i64 = -2; // no second thread could be started for the connection
+// a REFUSED event's `size` when no size prefix is to blame: outside the range of a size
+// prefix (an int32), which a peer may make anything, -1 and -2 included
+const NOT_KAFKA_TLS: i64 = -(1 << 40); // a TLS handshake on a plaintext listener
+const NO_THREAD: i64 = -(1 << 40) - 1; // no second thread could be started for the connection
 
 struct Event {
     conn: u64,
