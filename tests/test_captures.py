@@ -537,6 +537,44 @@ def test_orphans_are_identified_by_guessing(tmp_path):
     assert checked >= len(orphans) // 2
 
 
+@pytest.mark.parametrize("name", ["kafka-java-consumer-group.pcap", "kcat.pcap"])
+def test_an_orphan_answer_gets_the_version_its_connection_speaks(tmp_path, name):
+    """Three Fetch requests lost from a capture: their answers read cleanly as several
+    Fetch versions (v12 and v18 differ by tagged fields only), and each is given the
+    version the connection's other Fetch requests use, not the lowest that reads."""
+    import struct
+
+    from scapy.all import TCP, Raw
+
+    src = CAPTURES / name
+    truth = {
+        bytes(ex.response.data): (ex.response.api_key, ex.response.api_version)
+        for ex in dissect(src)[0]
+        if ex.request is not None and ex.response is not None
+    }
+
+    def without_some_fetches(packets):
+        out, fetches = [], 0
+        for p in packets:
+            raw = bytes(p[Raw]) if TCP in p and Raw in p else b""
+            whole = len(raw) >= 8 and struct.unpack(">i", raw[:4])[0] == len(raw) - 4
+            if whole and raw[4:6] == b"\x00\x01":  # a Fetch request in one packet
+                fetches += 1
+                if fetches in (3, 4, 5):
+                    continue
+            out.append(p)
+        return out
+
+    _rewrite(src, tmp_path / "lost.pcap", without_some_fetches)
+    orphans = [ex.response for ex in dissect(tmp_path / "lost.pcap")[0] if ex.request is None]
+    assert orphans
+    for m in orphans:
+        m.decoded()
+        assert truth[bytes(m.data)][0] == 1
+        assert (m.api_key, m.api_version) == truth[bytes(m.data)], m.how
+        assert "the connection's own requests" in m.how
+
+
 def test_sasl_tokens_after_handshake_v0_are_recognised():
     exchanges, gaps, _ = dissect(CAPTURES / "sasl-v0.pcap")
     assert gaps == []

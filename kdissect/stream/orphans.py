@@ -4,8 +4,10 @@ mid-connection): which API and version each answers, guessed cheaply and bounded
 A full guess (protocol/guess.py) tries every API and version, some milliseconds per
 response; a one-way capture holds thousands. But a connection's answers repeat a few
 kinds (a consumer's Fetch and Heartbeat, a producer's Produce), and so does a capture.
-So each orphan is first read as the kinds its connection's earlier orphans were, then
-as the capture's commonest; only when none of those reads it cleanly (every byte, by
+So each orphan is first read as the kinds its connection's requests use (an answer
+that reads cleanly as several versions is the version the client speaks: Fetch v13 and
+v16 answers are alike but for a tagged field), then as the kinds its connection's earlier
+orphans were, then as the capture's commonest; only when none of those reads it cleanly (every byte, by
 the values decoder) is a full guess made, at most ``FULL_PER_CONNECTION`` times per
 connection, its answer remembered by the response's shape (its length and first body
 bytes: the same answer on another connection is not guessed again).
@@ -26,6 +28,7 @@ FULL_FREE = 64
 FULL_EVERY = 250
 FULL_PER_CONNECTION = 8
 RECENT = 3  # kinds remembered per connection
+SPOKEN = 8  # kinds of a connection's requests remembered
 COMMON = 24  # the capture's commonest kinds tried after them (a failing
 # read costs a few microseconds, a full guess milliseconds)
 SHAPES = 4096  # shapes remembered (a bound)
@@ -42,10 +45,26 @@ class Orphans:
     def __init__(self) -> None:
         # stream -> (its kinds, latest first; full guesses made), the latest streams
         self.streams: OrderedDict[int, tuple[list[Kind], list[int]]] = OrderedDict()
+        # stream -> the kinds its requests used, latest first (oldest streams forgotten)
+        self.spoken: dict[int, list[Kind]] = {}
         self.kinds: Counter[Kind] = Counter()  # the capture's orphans by kind
         self.shapes: OrderedDict[tuple[Any, ...], Kind | None] = OrderedDict()
         self.seen = 0  # orphans asked about
         self.full_guesses = 0  # full guesses made
+
+    def spoke(self, stream: int, kind: Kind) -> None:
+        """A request of ``kind`` on ``stream`` (called for every request: cheap)."""
+        kinds = self.spoken.get(stream)
+        if kinds is None:
+            kinds = self.spoken[stream] = []
+            if len(self.spoken) > STREAMS:
+                del self.spoken[next(iter(self.spoken))]
+        elif kinds[0] == kind:
+            return
+        if kind in kinds:
+            kinds.remove(kind)
+        kinds.insert(0, kind)
+        del kinds[SPOKEN:]
 
     def guess(self, stream: int, data: bytes) -> tuple[Kind | None, str]:
         state = self.streams.get(stream)
@@ -57,6 +76,15 @@ class Orphans:
             self.streams.move_to_end(stream)
         recent, full = state
         self.seen += 1
+        # the connection's own requests first, before any other connection's answer
+        # alike (not remembered by shape: another client may speak another version)
+        spoken = self.spoken.get(stream, [])
+        for said in spoken:
+            if _reads(data, said):
+                return self._found(recent, said), (
+                    f"guessed {_label(said)} (reads cleanly as a kind the connection's "
+                    f"own requests use)"
+                )
         shape = (len(data), data[4 : 4 + _SHAPE_BYTES])
         if shape in self.shapes:
             self.shapes.move_to_end(shape)
@@ -64,7 +92,7 @@ class Orphans:
             if kind is None:
                 return None, "no API decodes it cleanly"
             return self._found(recent, kind), f"guessed {_label(kind)} (as an alike answer)"
-        tried = set()
+        tried = set(spoken)
         for kind in recent + [k for k, _ in self.kinds.most_common(COMMON)]:
             if kind in tried:
                 continue
