@@ -678,9 +678,9 @@ def test_large_answers_cut_anywhere_pass_byte_exact(forwarder):
 
 @pytest.mark.parametrize("forwarder", FORWARDERS)
 def test_a_brokers_whole_answers_before_a_bad_size_pass(forwarder):
-    """A broker (here a hostile one) sends two whole answers, a small one and one large
-    enough to be passed on as it comes, then bytes that are not Kafka, in one write: the
-    client gets both answers byte for byte, then the connection closes, and the proxy
+    """A broker (here a hostile one) sends three whole answers, one of them large enough
+    to be passed on as it comes, then bytes that are not Kafka, in one write: the
+    client gets every answer byte for byte, then the connection closes, and the proxy
     says why (the event loop dropped the whole write). The bad size is -2, which the
     thread forwarder once took for its own "no thread to be had"."""
 
@@ -688,13 +688,15 @@ def test_a_brokers_whole_answers_before_a_bad_size_pass(forwarder):
         body = struct.pack(">ihi", corr, 0, entries) + struct.pack(">hhh", 0, 0, 9) * entries
         return struct.pack(">i", len(body)) + body
 
-    answers = answer(1, 3) + answer(2, 40_000)  # 240 kB: streamed
+    # 240 kB streamed between two small ones: the last one and the bad size come in one
+    # read, whatever the reads of the large one were
+    answers = answer(1, 3) + answer(2, 40_000) + answer(3, 2)
     server = socket.create_server(("127.0.0.1", 0))
 
     def serve(conn: socket.socket) -> None:
         with conn:
             try:
-                for _ in range(2):
+                for _ in range(3):
                     recv_exactly(conn, struct.unpack(">i", recv_exactly(conn, 4))[0])
             except ConnectionError:
                 return  # (the proxy's readiness probe)
@@ -713,7 +715,7 @@ def test_a_brokers_whole_answers_before_a_bad_size_pass(forwarder):
     proxy = ProxyProcess(f"127.0.0.1:{server.getsockname()[1]}", "--forwarder", forwarder)
     try:
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
-            for corr in (1, 2):
+            for corr in (1, 2, 3):
                 request = api_versions(corr)
                 s.sendall(struct.pack(">i", len(request)) + request)
             got = b""

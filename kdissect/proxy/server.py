@@ -919,7 +919,10 @@ class Proxy:
                     if out and not gone and not writer.transport.is_closing():
                         writer.writelines(out)
                         counters.bytes_to_client += sum(map(len, out))
-                        await writer.drain()
+                        try:
+                            await writer.drain()
+                        except (ConnectionError, OSError):
+                            pass  # (the client left: the note below still says why)
                     self.on_note(
                         f"broker {c.broker[0]}:{c.broker[1]} sent an "
                         f"{side.error}, which is not Kafka; closing the connection"

@@ -50,6 +50,7 @@ DRAIN_EVERY = 0.002
 # default, 5 ms, was a Fetch answer's delay whenever the loop was busy)
 SWITCH_INTERVAL = 0.0005
 STOP_WAIT = 10.0  # seconds the proxy's close waits for the threads to end
+HOLDS_EVERY = 0.02  # seconds between the relay's news of a display channel not empty
 HIGHEST_VERSION = 127  # answer versions looked up (newer than the tables: read as the newest)
 
 
@@ -126,6 +127,7 @@ class ThreadForwarder:
             late,
             MAX_MESSAGE,
         )
+        self._holds_timer: asyncio.TimerHandle | None = None
         self.loop.add_reader(self._wake_r, self._woken)
         sys.setswitchinterval(SWITCH_INTERVAL)
 
@@ -215,10 +217,22 @@ class ThreadForwarder:
                 )
                 if event[1] == ENDED and proxy.live.pop(c.index, None) is not None:
                     proxy.active -= 1  # (ended all the same)
-        if proxy.feed is not None:
-            # what the display's channel holds counts in the relay's budget: when it is
-            # full, messages the display would shed are not collected whole for it
-            self.relay.display_holds(proxy.feed.buffered)
+        self._holds()
+
+    def _holds(self) -> None:
+        """What the display's channel holds counts in the relay's budget (when it is full,
+        messages the display would shed are not collected whole for it): told after each
+        drain, and every HOLDS_EVERY while it is not empty (it empties as the display
+        reads, events or not)."""
+        feed = self.proxy.feed
+        held = feed.buffered if feed is not None else 0
+        self.relay.display_holds(held)
+        if held and self._holds_timer is None:
+            self._holds_timer = self.loop.call_later(HOLDS_EVERY, self._holds_again)
+
+    def _holds_again(self) -> None:
+        self._holds_timer = None
+        self._holds()
 
     def _event(
         self,
@@ -284,6 +298,9 @@ class ThreadForwarder:
         self.relay.stop()
         await self.loop.run_in_executor(None, self.relay.wait, STOP_WAIT)
         self.drain()
+        if self._holds_timer is not None:
+            self._holds_timer.cancel()
+            self._holds_timer = None
         self.loop.remove_reader(self._wake_r)
         os.close(self._wake_r)
         self._wake_r = -1

@@ -28,7 +28,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -40,6 +40,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// fifth of the forwarder's time in the kernel's wake-ups on a 3 MB Fetch loop).
 const READ_SIZE: usize = 64 * 1024;
 const MAX_READ: usize = 1 << 20;
+/// What all directions' buffers may hold beyond READ_SIZE together (64 directions at
+/// MAX_READ): 10,000 connections that each once moved a burst must not keep 20 GB.
+const GROWN_CAP: usize = 64 << 20;
+const IDLE_SHRINK_MS: i32 = 1000;
 /// Bytes of a message kept when the queue has no room for all of it: its header, and for
 /// an answer its top-level error code, for pairing and metrics.
 const HEAD_KEPT: usize = 1024;
@@ -119,6 +123,7 @@ struct Shared {
     queued: AtomicUsize,
     reserved: AtomicUsize, // bytes of messages being collected whole (`reserve`)
     outside: AtomicUsize,  // bytes Python holds for the display (`Relay.display_holds`)
+    grown: AtomicUsize,    // bytes the read buffers hold beyond READ_SIZE (`ReadBuf`)
     budget: usize,
     lossless: bool,
     stopping: AtomicBool,
@@ -574,7 +579,12 @@ impl<'a> Side<'a> {
             if mode == TAIL && size <= self.sh.tail {
                 mode = HOLD; // small: kept whole, and any size may come back
             }
-            let limit = if kind.is_some() { 2 } else { 1 };
+            // (a recording's bound is --max-memory, answers included)
+            let limit = if kind.is_some() && !self.sh.lossless {
+                2
+            } else {
+                1
+            };
             let room = !shed && self.sh.reserve(size, limit);
             let whole = mode != STREAM || room;
             if whole && !room {
@@ -685,12 +695,13 @@ fn requests(
 ) {
     let s = Side::new(&sh, conn, &pairs, 0);
     let mut f = Framing::new();
-    let mut buf = vec![0u8; READ_SIZE];
+    let mut rb = ReadBuf::new(&sh.grown);
     let mut out = Vec::new();
     let mut first = true;
     let mut kafka = true; // (after bytes that are not Kafka nothing is recorded)
     loop {
-        let n = match client.read(&mut buf) {
+        rb.shrink_when_idle(&client);
+        let n = match client.read(&mut rb.buf) {
             Ok(0) => break,
             Ok(n) => {
                 pairs.last_read.store(micros(mono()), Ordering::Relaxed);
@@ -701,17 +712,17 @@ fn requests(
         };
         if first {
             first = false;
-            if looks_like_tls(&buf[..n]) {
+            if looks_like_tls(&rb.buf[..n]) {
                 s.refused(NOT_KAFKA_TLS, 0);
                 kafka = false;
                 break;
             }
         }
-        match s.feed(&mut f, &buf[..n], &mut out) {
+        match s.feed(&mut f, &rb.buf[..n], &mut out) {
             Step::Go => {}
             Step::Bad(size, at, upto) => {
                 // the whole requests before it pass (they were queued, so recorded)
-                if broker.write_all(&buf[..upto]).is_ok() {
+                if broker.write_all(&rb.buf[..upto]).is_ok() {
                     f.moved += upto as u64;
                 }
                 s.wake_python();
@@ -721,13 +732,13 @@ fn requests(
             }
             Step::Close => break,
         }
-        let written = broker.write_all(&buf[..n]);
+        let written = broker.write_all(&rb.buf[..n]);
         s.wake_python();
         if written.is_err() {
             break;
         }
         f.moved += n as u64;
-        grow(&mut buf, n);
+        rb.grow(n);
     }
     s.wake_python();
     if kafka {
@@ -751,10 +762,65 @@ fn requests(
     sh.thread_ended(conn, f.moved, 0);
 }
 
-/// A read of `n` bytes filled `buf`: the next may take twice as much (up to MAX_READ).
-fn grow(buf: &mut Vec<u8>, n: usize) {
-    if n == buf.len() && n < MAX_READ {
-        buf.resize(n * 2, 0);
+/// A direction's read buffer (see READ_SIZE): it grows while reads fill it, within what
+/// all directions together may add (GROWN_CAP), and is given back after IDLE_SHRINK_MS
+/// without bytes: an idle connection holds READ_SIZE, whatever it moved before.
+struct ReadBuf<'a> {
+    buf: Vec<u8>,
+    grown: &'a AtomicUsize, // bytes all directions' buffers hold beyond READ_SIZE
+}
+
+impl<'a> ReadBuf<'a> {
+    fn new(grown: &'a AtomicUsize) -> ReadBuf<'a> {
+        ReadBuf {
+            buf: vec![0u8; READ_SIZE],
+            grown,
+        }
+    }
+
+    /// A read of `n` bytes: if it filled the buffer, the next may take twice as much.
+    fn grow(&mut self, n: usize) {
+        let len = self.buf.len();
+        if n < len || len >= MAX_READ {
+            return;
+        }
+        if self.grown.fetch_add(len, Ordering::Relaxed) + len <= GROWN_CAP {
+            self.buf.resize(len * 2, 0);
+        } else {
+            self.grown.fetch_sub(len, Ordering::Relaxed);
+        }
+    }
+
+    /// Before a read: a grown buffer waits for bytes at most IDLE_SHRINK_MS, then goes
+    /// back to READ_SIZE (one poll per read, only while grown: streaming, it returns at
+    /// once).
+    fn shrink_when_idle(&mut self, sock: &TcpStream) {
+        if self.buf.len() <= READ_SIZE {
+            return;
+        }
+        let mut p = libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if unsafe { libc::poll(&mut p, 1, IDLE_SHRINK_MS) } == 0 {
+            self.shrink();
+        }
+    }
+
+    fn shrink(&mut self) {
+        let extra = self.buf.len().saturating_sub(READ_SIZE);
+        if extra > 0 {
+            self.buf.truncate(READ_SIZE);
+            self.buf.shrink_to_fit();
+            self.grown.fetch_sub(extra, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for ReadBuf<'_> {
+    fn drop(&mut self) {
+        self.shrink();
     }
 }
 
@@ -782,7 +848,7 @@ fn responses(
 ) {
     let s = Side::new(&sh, conn, &pairs, 1);
     let mut f = Framing::new();
-    let mut buf = vec![0u8; READ_SIZE];
+    let mut rb = ReadBuf::new(&sh.grown);
     let mut out: Vec<Part> = Vec::new();
     let mut gone = false; // the client left: answers are read and queued only
     let mut kafka = true;
@@ -790,7 +856,8 @@ fn responses(
         if (gone || pairs.client_gone.load(Ordering::Relaxed)) && lock(&pairs.pending).is_empty() {
             break;
         }
-        let n = match broker.read(&mut buf) {
+        rb.shrink_when_idle(&broker);
+        let n = match broker.read(&mut rb.buf) {
             Ok(0) => break,
             Ok(n) => {
                 pairs.last_read.store(micros(mono()), Ordering::Relaxed);
@@ -800,10 +867,10 @@ fn responses(
             Err(_) => break,
         };
         out.clear();
-        let step = s.feed(&mut f, &buf[..n], &mut out);
+        let step = s.feed(&mut f, &rb.buf[..n], &mut out);
         // (what came before a bad size or an answer that cannot be rewritten passes)
         if !gone {
-            match write_parts(&mut client, &buf[..n], &out) {
+            match write_parts(&mut client, &rb.buf[..n], &out) {
                 Ok(moved) => f.moved += moved,
                 Err(_) => {
                     gone = true;
@@ -812,7 +879,7 @@ fn responses(
             }
         }
         s.wake_python();
-        grow(&mut buf, n);
+        rb.grow(n);
         match step {
             Step::Go => {}
             Step::Bad(size, at, _) => {
@@ -881,6 +948,7 @@ impl Relay {
                 queued: AtomicUsize::new(0),
                 reserved: AtomicUsize::new(0),
                 outside: AtomicUsize::new(0),
+                grown: AtomicUsize::new(0),
                 budget,
                 lossless,
                 stopping: AtomicBool::new(false),
@@ -988,6 +1056,10 @@ impl Relay {
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
         let events: Vec<Event> = {
             let mut q = lock(&self.shared.queue);
+            if !self.shared.lossless {
+                // (taken, they are held for the display until Python says what it holds)
+                self.shared.outside.fetch_add(q.bytes, Ordering::Relaxed);
+            }
             q.bytes = 0;
             self.shared.queued.store(0, Ordering::Relaxed);
             q.events.drain(..).collect()
@@ -1082,6 +1154,7 @@ mod tests {
             queued: AtomicUsize::new(0),
             reserved: AtomicUsize::new(0),
             outside: AtomicUsize::new(0),
+            grown: AtomicUsize::new(0),
             budget,
             lossless: false,
             stopping: AtomicBool::new(false),
@@ -1262,6 +1335,26 @@ mod tests {
         let q = sh.queue.lock().unwrap();
         let last = q.events.back().unwrap();
         assert_eq!((last.data.len(), last.size), (3000, 3000));
+    }
+
+    #[test]
+    fn read_buffers_grow_within_the_cap_and_give_it_back() {
+        let grown = AtomicUsize::new(GROWN_CAP - 3 * READ_SIZE);
+        let mut one = ReadBuf::new(&grown);
+        one.grow(READ_SIZE - 1); // (not full: stays)
+        assert_eq!(one.buf.len(), READ_SIZE);
+        one.grow(READ_SIZE);
+        one.grow(2 * READ_SIZE);
+        assert_eq!(one.buf.len(), 4 * READ_SIZE);
+        assert_eq!(grown.load(Ordering::Relaxed), GROWN_CAP);
+        let mut two = ReadBuf::new(&grown);
+        two.grow(READ_SIZE); // the cap is reached: no room
+        assert_eq!(two.buf.len(), READ_SIZE);
+        assert_eq!(grown.load(Ordering::Relaxed), GROWN_CAP);
+        drop(one); // (an ended direction, or one idle for IDLE_SHRINK_MS, shrinks)
+        assert_eq!(grown.load(Ordering::Relaxed), GROWN_CAP - 3 * READ_SIZE);
+        two.grow(READ_SIZE);
+        assert_eq!(two.buf.len(), 2 * READ_SIZE);
     }
 
     #[test]
