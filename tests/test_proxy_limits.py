@@ -70,6 +70,21 @@ def brokers_named(body: bytes) -> list[tuple[int, str, int]]:
     return endpoints(decode_response(body, 3, 1).tree)
 
 
+def serve_each(server: socket.socket, serve) -> None:
+    """Each connection ``server`` accepts (until it is closed) served by ``serve(conn)``
+    in a thread of its own."""
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+
+
 class HostileBroker:
     """Answers every Metadata v1 request with ``answer(correlation id)``, ApiVersions
     with a minimal answer; one thread per connection."""
@@ -78,15 +93,7 @@ class HostileBroker:
         self.answer = answer
         self.sock = socket.create_server(("127.0.0.1", 0), backlog=4096)
         self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        serve_each(self.sock, self._serve)
 
     def _serve(self, conn: socket.socket) -> None:
         try:
@@ -201,15 +208,7 @@ class Relabeller:
         self.broker, self.newer, self.known, self.extra = broker, newer, known, extra
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        serve_each(self.sock, self._serve)
 
     def _serve(self, conn: socket.socket) -> None:
         try:
@@ -703,15 +702,7 @@ def test_a_brokers_whole_answers_before_a_bad_size_pass(forwarder):
             conn.sendall(answers + b"\xff\xff\xff\xfe" + b"not Kafka" * 10)
             time.sleep(5)
 
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
+    serve_each(server, serve)
     proxy = ProxyProcess(f"127.0.0.1:{server.getsockname()[1]}", "--forwarder", forwarder)
     try:
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
