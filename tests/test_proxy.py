@@ -22,7 +22,7 @@ from kdissect.protocol import decode_response
 from kdissect.proxy.skipscan import response_layout
 from tests.support.broker import Broker, free_port
 from tests.support.relay import Relay
-from tests.support.sockets import recv_exactly
+from tests.support.sockets import recv_exactly, serve_each
 
 pytestmark = pytest.mark.slow  # a broker and the proxy in front of it
 
@@ -1182,15 +1182,7 @@ def _sink_server() -> tuple[socket.socket, list[dict]]:
                 entry["sha"].update(chunk)
         entry["done"] = True
 
-    def accept() -> None:
-        while True:
-            try:
-                s, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(s,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
+    serve_each(server, serve)
     return server, conns
 
 

@@ -20,7 +20,7 @@ from kdissect.protocol import decode_response
 from kdissect.proxy.server import LARGE_FIRST, MAX_NEW_LISTENERS
 from tests.support.broker import free_port
 from tests.test_proxy import FORWARDERS, ProxyProcess
-from tests.support.sockets import recv_exactly
+from tests.support.sockets import recv_exactly, serve_each
 
 pytestmark = pytest.mark.slow
 
@@ -68,21 +68,6 @@ def brokers_named(body: bytes) -> list[tuple[int, str, int]]:
     from tests.test_proxy import endpoints
 
     return endpoints(decode_response(body, 3, 1).tree)
-
-
-def serve_each(server: socket.socket, serve) -> None:
-    """Each connection ``server`` accepts (until it is closed) served by ``serve(conn)``
-    in a thread of its own."""
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
 
 
 class HostileBroker:

@@ -106,6 +106,7 @@ def response_layout(api_key: int, api_version: int) -> Struct | None:
     return st if st is not None and _holds_endpoints(st) else None
 
 
+@lru_cache(maxsize=None)
 def assumed(api_key: int, api_version: int) -> int | None:
     """The known version whose layout reads this newer one, or None (it is known)."""
     read_as = schemas.effective_version(api_key, api_version)
@@ -113,7 +114,7 @@ def assumed(api_key: int, api_version: int) -> int | None:
 
 
 def _header_version(api_key: int, api_version: int) -> int:
-    read_as = schemas.effective_version(api_key, api_version)
+    read_as = assumed(api_key, api_version)
     return schemas.response_header_version(api_key, api_version if read_as is None else read_as)
 
 

@@ -122,9 +122,10 @@ def enrich(
         kinds = {}
     req, resp = ex.request, ex.response
     findings = ex.findings
-    if orphans is not None and req is not None and req.api_version is not None:
-        if req.api_key is not None:
-            orphans.spoke(req.stream, (req.api_key, req.api_version))
+    if orphans is not None and req is not None:
+        key, version = req.api_key, req.api_version
+        if key is not None and version is not None:
+            orphans.spoke(req.stream, (key, version))
     if resp is not None and req is None and resp.direction == "response" and resp.api_key is None:
         _guess(resp, findings, orphans if orphans is not None else Orphans())
     # beside each message (request, response): its full tree when ``keep``, its body (a

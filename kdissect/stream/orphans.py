@@ -6,9 +6,9 @@ response; a one-way capture holds thousands. But a connection's answers repeat a
 kinds (a consumer's Fetch and Heartbeat, a producer's Produce), and so does a capture.
 So each orphan is first read as the kinds its connection's requests use (an answer
 that reads cleanly as several versions is the version the client speaks: Fetch v13 and
-v16 answers are alike but for a tagged field), then as the kinds its connection's earlier
-orphans were, then as the capture's commonest; only when none of those reads it cleanly (every byte, by
-the values decoder) is a full guess made, at most ``FULL_PER_CONNECTION`` times per
+v16 answers are alike but for a tagged field), then as the kinds its connection's
+earlier orphans were, then as the capture's commonest; only when none of those reads it
+cleanly (every byte, by the values decoder) is a full guess made, at most ``FULL_PER_CONNECTION`` times per
 connection, its answer remembered by the response's shape (its length and first body
 bytes: the same answer on another connection is not guessed again).
 """
@@ -61,10 +61,7 @@ class Orphans:
                 del self.spoken[next(iter(self.spoken))]
         elif kinds[0] == kind:
             return
-        if kind in kinds:
-            kinds.remove(kind)
-        kinds.insert(0, kind)
-        del kinds[SPOKEN:]
+        _to_front(kinds, kind, SPOKEN)
 
     def guess(self, stream: int, data: bytes) -> tuple[Kind | None, str]:
         state = self.streams.get(stream)
@@ -134,12 +131,17 @@ class Orphans:
             self.shapes.popitem(last=False)
 
     def _found(self, recent: list[Kind], kind: Kind) -> Kind:
-        if kind in recent:
-            recent.remove(kind)
-        recent.insert(0, kind)
-        del recent[RECENT:]
+        _to_front(recent, kind, RECENT)
         self.kinds[kind] += 1
         return kind
+
+
+def _to_front(kinds: list[Kind], kind: Kind, keep: int) -> None:
+    """``kind`` first in ``kinds`` (latest first, at most ``keep``)."""
+    if kind in kinds:
+        kinds.remove(kind)
+    kinds.insert(0, kind)
+    del kinds[keep:]
 
 
 def _reads(data: bytes, kind: Kind) -> bool:

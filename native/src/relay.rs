@@ -699,17 +699,7 @@ fn requests(
     let mut out = Vec::new();
     let mut first = true;
     let mut kafka = true; // (after bytes that are not Kafka nothing is recorded)
-    loop {
-        rb.shrink_when_idle(&client);
-        let n = match client.read(&mut rb.buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                pairs.last_read.store(micros(mono()), Ordering::Relaxed);
-                n
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
+    while let Some(n) = rb.read(&mut client, &pairs.last_read) {
         if first {
             first = false;
             if looks_like_tls(&rb.buf[..n]) {
@@ -791,6 +781,23 @@ impl<'a> ReadBuf<'a> {
         }
     }
 
+    /// The next bytes from `sock` into `buf` (their count; None at its end or an error),
+    /// the connection stamped as last read now.
+    fn read(&mut self, sock: &mut TcpStream, last_read: &AtomicU64) -> Option<usize> {
+        loop {
+            self.shrink_when_idle(sock);
+            match sock.read(&mut self.buf) {
+                Ok(0) => return None,
+                Ok(n) => {
+                    last_read.store(micros(mono()), Ordering::Relaxed);
+                    return Some(n);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+
     /// Before a read: a grown buffer waits for bytes at most IDLE_SHRINK_MS, then goes
     /// back to READ_SIZE (one poll per read, only while grown: streaming, it returns at
     /// once).
@@ -856,15 +863,8 @@ fn responses(
         if (gone || pairs.client_gone.load(Ordering::Relaxed)) && lock(&pairs.pending).is_empty() {
             break;
         }
-        rb.shrink_when_idle(&broker);
-        let n = match broker.read(&mut rb.buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                pairs.last_read.store(micros(mono()), Ordering::Relaxed);
-                n
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => break,
+        let Some(n) = rb.read(&mut broker, &pairs.last_read) else {
+            break;
         };
         out.clear();
         let step = s.feed(&mut f, &rb.buf[..n], &mut out);
