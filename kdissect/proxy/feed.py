@@ -41,6 +41,7 @@ class FeedWriter:
         self._out_bytes = 0
         self.broken = False  # the display went away: forwarding goes on
         self.unreported = 0  # exchanges shed since the display was last told
+        self._shedding = False  # shedding began since the last message shown, and was said
 
     async def start(self) -> None:
         try:
@@ -71,7 +72,17 @@ class FeedWriter:
         """A message (without its size prefix) found at stream ``offset``."""
         if self.unreported:
             self.dropped(self.unreported)
+        self._shedding = False
         self._put(FRAME, conn, side, ts, offset, data)
+
+    def shed(self) -> None:
+        """An exchange left out. The first since a message was shown is said at once: a
+        display far behind may be given up on before the next message shown or the end
+        (at most two records per message shown: the channel stays bounded)."""
+        self.unreported += 1
+        if not self._shedding:
+            self._shedding = True
+            self.dropped(self.unreported)
 
     def cut(self, conn: int, side: int, ts: float, offset: int, data, size: int = -1) -> bool:
         """The answer at ``offset`` has no room: its first bytes and its size (``size``,

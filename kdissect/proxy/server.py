@@ -707,7 +707,7 @@ class Proxy:
             feed.frame(c.index, 0, ts, offset, data)
         elif feed is not None:
             c.counters.dropped += 1
-            feed.unreported += 1
+            feed.shed()
             self.metrics.shed()
         if c.recorded is not None:
             self._record_seen(c, 0, data, ts, token, whole, offset, size)
@@ -747,7 +747,7 @@ class Proxy:
                 elif match is None or not feed.cut(c.index, 1, ts, offset, data, size):
                     # (cut: the exchange shown, its answer said not shown)
                     counters.dropped += 1
-                    feed.unreported += 1
+                    feed.shed()
                     self.metrics.shed()
         if c.recorded is not None:  # as the broker sent it
             self._record_seen(c, 1, data, ts, token, whole, offset, size)
