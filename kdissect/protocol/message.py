@@ -126,7 +126,7 @@ def peek_request_header(data: bytes) -> RequestHeader | None:
     n = struct.unpack_from(">h", data, 8)[0]
     if n < -1 or 10 + max(n, 0) > len(data):
         return None
-    client_id = None if n == -1 else data[10 : 10 + n].decode("utf-8", "replace")
+    client_id = None if n == -1 else str(data[10 : 10 + n], "utf-8", "replace")
     size = 10 + max(n, 0)
     if hv == 2 or hv == _ASSUMED_FLEXIBLE:
         if size >= len(data):

@@ -698,7 +698,8 @@ class Proxy:
             if answered:
                 if len(c.kinds) > 4096:  # answers that never came
                     c.kinds.clear()
-                c.kinds[data[4:8]] = (key, version)
+                # (bytes: a view's slice would keep the whole request alive with it)
+                c.kinds[bytes(data[4:8])] = (key, version)
             self.metrics.api(key).requests += 1
             if key in _SASL_KEYS:
                 self.saw_sasl = True

@@ -242,7 +242,7 @@ class ThreadForwarder:
         wall: float,
         mono: float,
         offset: int,
-        data: bytes,
+        data: bytes | memoryview,  # (a view of the relay's own buffer when large)
         moved: int,
         size: int,
     ) -> None:

@@ -24,7 +24,7 @@ use crate::head;
 use crate::quick;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -56,6 +56,15 @@ const CUT_HEAD: usize = 64;
 /// What an event costs beside its bytes, as the queue's bound counts it.
 const EVENT_COST: usize = 128;
 const PRODUCE: i16 = 0;
+/// A message this large reaches Python as a view of the relay's own buffer (`Message`),
+/// not copied into a bytes object: each such copy was about a tenth of the forwarder's
+/// CPU on a Java consume (1 MB Fetch answers). Smaller ones are bytes (cheap to copy,
+/// and what a dict key or a slice kept for long should be).
+const LENT_AT: usize = 64 * 1024;
+/// A message collected whole with at least this much still to come is read straight into
+/// its own buffer (`Msg::read_in_place`): the copy from the read buffer into it was the
+/// relay threads' largest user-space cost on a Java consume.
+const IN_PLACE_AT: usize = 64 * 1024;
 
 // How an answer passes (Python's `threaded.MODES`): as it comes; whole, so that its broker
 // addresses can be rewritten (any size); or as it comes but its last `tail` bytes, which
@@ -302,6 +311,36 @@ struct Msg {
     shed: bool, // an answer whose request was queued cut: never queued whole
 }
 
+impl Msg {
+    /// Of its next `k` bytes (from `got` on), the range of its body (offsets in it) that
+    /// passes on now, if any: an answer streams but for what waits to be rewritten (all
+    /// of a held one, the last `tail` bytes of a Fetch answer).
+    fn passing(&mut self, k: usize, tail: usize) -> Option<(usize, usize)> {
+        let limit = match self.mode {
+            STREAM => self.size,
+            TAIL => self.size - tail,
+            _ => 0,
+        };
+        let upto = (self.got + k).min(limit);
+        if upto <= self.written {
+            return None;
+        }
+        let from = self.written;
+        self.written = upto;
+        Some((from, upto))
+    }
+
+    /// How many of its next bytes may be read straight into its body (no copy through
+    /// the read buffer), if any: it is collected whole with room for all of it, and much
+    /// of it remains. Never its last byte: that comes through `Side::feed`, which queues
+    /// the message whole before passing its end on (a request is paired before the broker
+    /// can answer it).
+    fn in_place(&self) -> Option<usize> {
+        let rest = self.size - self.got;
+        (self.whole && self.body.capacity() >= self.size && rest > IN_PLACE_AT).then(|| rest - 1)
+    }
+}
+
 /// Where a chunk's bytes go: ranges of the chunk as read, or bytes made here (a size
 /// prefix, a rewritten answer, a message's first bytes read in an earlier chunk).
 enum Part {
@@ -484,6 +523,69 @@ impl<'a> Side<'a> {
         })
     }
 
+    /// The message being read is whole: an answer that may name brokers is checked, and
+    /// rewritten if it does (`out` gets what then passes on); then it is queued. False
+    /// when the connection must close (it could not be rewritten).
+    fn complete(&self, f: &mut Framing, out: &mut Vec<Part>) -> bool {
+        let m = f.cur.take().expect("a message is being read");
+        if self.side == 1 && m.mode != STREAM {
+            let unchanged = || {
+                let check = self.sh.checks.get(&m.kind?)?;
+                quick::names_brokers(check, &m.body).map(|named| !named)
+            };
+            if unchanged() == Some(true) {
+                if m.mode == HOLD {
+                    out.push(Part::Owned((m.size as i32).to_be_bytes().to_vec()));
+                    out.push(Part::Owned(m.body.clone()));
+                } else {
+                    out.push(Part::Owned(m.body[m.written..].to_vec()));
+                }
+            } else {
+                let sent = if m.mode == TAIL { m.written as i64 } else { -1 };
+                let Some(new) = self.rewritten(&m, sent) else {
+                    self.sh.release(m.reserved);
+                    return false;
+                };
+                if m.mode == HOLD {
+                    out.push(Part::Owned((new.len() as i32).to_be_bytes().to_vec()));
+                    out.push(Part::Owned(new));
+                } else {
+                    out.push(Part::Owned(new[m.written..].to_vec()));
+                }
+            }
+        }
+        self.finish(f, m);
+        true
+    }
+
+    /// The next bytes of the message being read, read from `sock` straight into its body
+    /// when `Msg::in_place` allows (else None: read through the read buffer and `feed`).
+    /// `out` gets the range of its body that passes on now (an answer's; a request's
+    /// pass as they came); Some(false) at the socket's end or an error.
+    fn read_in_place(
+        &self,
+        f: &mut Framing,
+        sock: &TcpStream,
+        out: &mut Vec<Part>,
+    ) -> Option<bool> {
+        let m = f.cur.as_mut()?;
+        let want = m.in_place()?;
+        let Some(n) = read_appended(sock, &mut m.body, want, &self.pairs.last_read) else {
+            return Some(false);
+        };
+        out.clear();
+        if self.side == 1 {
+            if let Some((a, b)) = m.passing(n, self.sh.tail) {
+                out.push(Part::Chunk(a, b));
+            }
+        } else {
+            out.push(Part::Chunk(m.got, m.got + n));
+        }
+        m.got += n;
+        f.pos += n as u64;
+        Some(true)
+    }
+
     /// Frames `chunk`; `out` gets what is passed on (responses), in order.
     fn feed(&self, f: &mut Framing, chunk: &[u8], out: &mut Vec<Part>) -> Step {
         let answers = self.side == 1;
@@ -501,47 +603,15 @@ impl<'a> Side<'a> {
                     m.body.extend_from_slice(&piece[..keep]);
                 }
                 if answers {
-                    let limit = match m.mode {
-                        STREAM => m.size,
-                        TAIL => m.size - self.sh.tail,
-                        _ => 0,
-                    };
-                    let upto = (m.got + k).min(limit);
-                    if upto > m.written {
-                        push_range(out, i + (m.written - m.got), i + (upto - m.got));
-                        m.written = upto;
+                    if let Some((a, b)) = m.passing(k, self.sh.tail) {
+                        push_range(out, i + (a - m.got), i + (b - m.got));
                     }
                 }
                 m.got += k;
                 i += k;
                 f.pos += k as u64;
-                if m.got == m.size {
-                    let m = f.cur.take().expect("a message is being read");
-                    let unchanged = || {
-                        let check = self.sh.checks.get(&m.kind?)?;
-                        quick::names_brokers(check, &m.body).map(|named| !named)
-                    };
-                    if answers && m.mode != STREAM && unchanged() == Some(true) {
-                        if m.mode == HOLD {
-                            out.push(Part::Owned((m.size as i32).to_be_bytes().to_vec()));
-                            out.push(Part::Owned(m.body.clone()));
-                        } else {
-                            out.push(Part::Owned(m.body[m.written..].to_vec()));
-                        }
-                    } else if answers && m.mode != STREAM {
-                        let sent = if m.mode == TAIL { m.written as i64 } else { -1 };
-                        let Some(new) = self.rewritten(&m, sent) else {
-                            self.sh.release(m.reserved);
-                            return Step::Close;
-                        };
-                        if m.mode == HOLD {
-                            out.push(Part::Owned((new.len() as i32).to_be_bytes().to_vec()));
-                            out.push(Part::Owned(new));
-                        } else {
-                            out.push(Part::Owned(new[m.written..].to_vec()));
-                        }
-                    }
-                    self.finish(f, m);
+                if m.got == m.size && !self.complete(f, out) {
+                    return Step::Close;
                 }
                 continue;
             }
@@ -591,7 +661,12 @@ impl<'a> Side<'a> {
                 // collected to be rewritten all the same: it takes room from the others
                 self.sh.reserved.fetch_add(size, Ordering::Relaxed);
             }
-            let mut body = Vec::with_capacity(if whole {
+            // room taken in the budget: its whole size at once (a larger answer grown by
+            // doubling was copied again at each step, up to its size again); else what
+            // the peer's size prefix alone may not make us take
+            let mut body = Vec::with_capacity(if room {
+                size
+            } else if whole {
                 size.min(1 << 20)
             } else {
                 HEAD_KEPT.min(size)
@@ -699,7 +774,22 @@ fn requests(
     let mut out = Vec::new();
     let mut first = true;
     let mut kafka = true; // (after bytes that are not Kafka nothing is recorded)
-    while let Some(n) = rb.read(&mut client, &pairs.last_read) {
+    loop {
+        match s.read_in_place(&mut f, &client, &mut out) {
+            Some(true) => {
+                let body = &f.cur.as_ref().expect("a message is being read").body;
+                match write_parts(&mut broker, body, &out) {
+                    Ok(moved) => f.moved += moved,
+                    Err(_) => break,
+                }
+                continue;
+            }
+            Some(false) => break,
+            None => {}
+        }
+        let Some(n) = rb.read(&mut client, &pairs.last_read) else {
+            break;
+        };
         if first {
             first = false;
             if looks_like_tls(&rb.buf[..n]) {
@@ -831,6 +921,32 @@ impl Drop for ReadBuf<'_> {
     }
 }
 
+/// Up to `want` bytes from `sock` appended to `body`, within its capacity: their count
+/// (None at its end or an error), the connection stamped as last read now.
+fn read_appended(
+    sock: &TcpStream,
+    body: &mut Vec<u8>,
+    want: usize,
+    last_read: &AtomicU64,
+) -> Option<usize> {
+    let spare = body.spare_capacity_mut();
+    let want = want.min(spare.len());
+    let at = spare.as_mut_ptr() as *mut libc::c_void;
+    loop {
+        let got = unsafe { libc::recv(sock.as_raw_fd(), at, want, 0) };
+        if got > 0 {
+            // (recv wrote those bytes: they are initialised)
+            unsafe { body.set_len(body.len() + got as usize) };
+            last_read.store(micros(mono()), Ordering::Relaxed);
+            return Some(got as usize);
+        }
+        if got < 0 && std::io::Error::last_os_error().kind() == ErrorKind::Interrupted {
+            continue;
+        }
+        return None;
+    }
+}
+
 fn write_parts(to: &mut TcpStream, chunk: &[u8], out: &[Part]) -> std::io::Result<u64> {
     let mut moved = 0;
     for p in out {
@@ -842,6 +958,19 @@ fn write_parts(to: &mut TcpStream, chunk: &[u8], out: &[Part]) -> std::io::Resul
         moved += bytes.len() as u64;
     }
     Ok(moved)
+}
+
+/// Writes `out` (ranges of `chunk`, or bytes of their own) to the client, unless it is
+/// gone: a write that fails says it is (its socket shut). The bytes written.
+fn to_client(client: &mut TcpStream, gone: &mut bool, chunk: &[u8], out: &[Part]) -> u64 {
+    if *gone {
+        return 0;
+    }
+    write_parts(client, chunk, out).unwrap_or_else(|_| {
+        *gone = true;
+        let _ = client.shutdown(Shutdown::Both);
+        0
+    })
 }
 
 /// Broker to client, in order: answers stream as they come but those that may name
@@ -863,21 +992,22 @@ fn responses(
         if (gone || pairs.client_gone.load(Ordering::Relaxed)) && lock(&pairs.pending).is_empty() {
             break;
         }
+        match s.read_in_place(&mut f, &broker, &mut out) {
+            Some(true) => {
+                let body = &f.cur.as_ref().expect("a message is being read").body;
+                f.moved += to_client(&mut client, &mut gone, body, &out);
+                continue;
+            }
+            Some(false) => break,
+            None => {}
+        }
         let Some(n) = rb.read(&mut broker, &pairs.last_read) else {
             break;
         };
         out.clear();
         let step = s.feed(&mut f, &rb.buf[..n], &mut out);
         // (what came before a bad size or an answer that cannot be rewritten passes)
-        if !gone {
-            match write_parts(&mut client, &rb.buf[..n], &out) {
-                Ok(moved) => f.moved += moved,
-                Err(_) => {
-                    gone = true;
-                    let _ = client.shutdown(Shutdown::Both);
-                }
-            }
-        }
+        f.moved += to_client(&mut client, &mut gone, &rb.buf[..n], &out);
         s.wake_python();
         rb.grow(n);
         match step {
@@ -912,6 +1042,51 @@ fn responses(
 
 /// (api key, version, header tagged, tags, program): `skipscan.quick_check`'s.
 type CheckSpec = (i16, i16, bool, Vec<u64>, Vec<i64>);
+
+/// A message's bytes lent to Python: read-only, through the buffer protocol
+/// (`memoryview`); freed when the last view of it goes.
+#[pyclass(module = "kdissect._native", frozen)]
+struct Message {
+    data: Vec<u8>,
+}
+
+#[pymethods]
+impl Message {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::os::raw::c_int,
+    ) -> PyResult<()> {
+        let data = &slf.get().data;
+        // (fills a one-dimensional read-only view of bytes, refuses a writable one, and
+        // holds a reference to `slf` for as long as the view lives)
+        let done = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                data.as_ptr() as *mut std::os::raw::c_void,
+                data.len() as pyo3::ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if done < 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
+}
+
+/// `data` for Python: a view of it when large (no copy), else bytes.
+fn to_python(py: Python<'_>, data: Vec<u8>) -> PyResult<Bound<'_, PyAny>> {
+    if data.len() < LENT_AT {
+        return Ok(PyBytes::new(py, &data).into_any());
+    }
+    let lent = Bound::new(py, Message { data })?.into_any();
+    Ok(PyMemoryView::from(&lent)?.into_any())
+}
 
 /// The forwarder's threads and their queue (see the module's comment).
 #[pyclass(module = "kdissect._native")]
@@ -1052,7 +1227,8 @@ impl Relay {
 
     /// The queued events, oldest first: (conn, kind, side, wall time, monotonic time,
     /// offset, data, bytes moved, size); a message's data is its first bytes only when
-    /// shorter than its size.
+    /// shorter than its size, and a read-only memoryview of the relay's buffer (no copy)
+    /// when LENT_AT bytes or more.
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
         let events: Vec<Event> = {
             let mut q = lock(&self.shared.queue);
@@ -1077,7 +1253,11 @@ impl Relay {
                         e.wall.into_pyobject(py)?.into_any(),
                         e.mono.into_pyobject(py)?.into_any(),
                         e.offset.into_pyobject(py)?.into_any(),
-                        PyBytes::new(py, &e.data).into_any(),
+                        if e.kind == MESSAGE {
+                            to_python(py, e.data)?
+                        } else {
+                            PyBytes::new(py, &e.data).into_any()
+                        },
                         e.moved.into_pyobject(py)?.into_any(),
                         e.size.into_pyobject(py)?.into_any(),
                     ],
@@ -1168,6 +1348,29 @@ mod tests {
             conns: Mutex::new(HashMap::new()),
             all_ended: Condvar::new(),
         }
+    }
+
+    #[test]
+    fn large_messages_are_lent_to_python_read_only_small_ones_copied() {
+        pyo3::prepare_freethreaded_python();
+        Python::with_gil(|py| {
+            let large: Vec<u8> = (0..LENT_AT + 3).map(|i| i as u8).collect();
+            let view = to_python(py, large.clone()).unwrap();
+            assert!(view.downcast::<PyMemoryView>().is_ok());
+            let copied: Vec<u8> = view.call_method0("tobytes").unwrap().extract().unwrap();
+            assert_eq!(copied, large);
+            assert!(view.getattr("readonly").unwrap().extract::<bool>().unwrap());
+            // a slice of it outlives the view it came from
+            let tail = view
+                .get_item(pyo3::types::PySlice::new(py, 4, 8, 1))
+                .unwrap();
+            drop(view);
+            let tail: Vec<u8> = tail.call_method0("tobytes").unwrap().extract().unwrap();
+            assert_eq!(tail, large[4..8]);
+            let small = to_python(py, vec![1, 2, 3]).unwrap();
+            assert_eq!(small.extract::<Vec<u8>>().unwrap(), vec![1, 2, 3]);
+            assert!(small.downcast::<PyBytes>().is_ok());
+        });
     }
 
     fn pairs() -> Pairs {
