@@ -128,19 +128,35 @@ class ThreadForwarder:
             MAX_MESSAGE,
         )
         self._holds_timer: asyncio.TimerHandle | None = None
+        self._drain_timer: asyncio.TimerHandle | None = None
+        self._drained_at = 0.0
         self.loop.add_reader(self._wake_r, self._woken)
         sys.setswitchinterval(SWITCH_INTERVAL)
 
     def _woken(self) -> None:
-        """Events wait: taken now, then not again for DRAIN_EVERY (the pipe is not
-        watched meanwhile; what comes is taken then, in one go)."""
-        self.drain()
-        self.loop.remove_reader(self._wake_r)
-        self.loop.call_later(DRAIN_EVERY, self._resume)
+        """Events wait: taken now, or DRAIN_EVERY after they were last taken. The relay
+        writes its pipe only when its queue was empty, so no byte comes while events
+        wait to be taken (the pipe stays watched: unwatching it and watching it again
+        around each wait cost more than the wait saved)."""
+        self._clear_pipe()
+        if self._drain_timer is not None:
+            return
+        wait = self._drained_at + DRAIN_EVERY - self.loop.time()
+        if wait <= 0:
+            self.drain()
+        else:
+            self._drain_timer = self.loop.call_later(wait, self._drain_due)
 
-    def _resume(self) -> None:
-        if self._wake_r >= 0:  # (not once closed)
-            self.loop.add_reader(self._wake_r, self._woken)
+    def _drain_due(self) -> None:
+        self._drain_timer = None
+        self.drain()
+
+    def _clear_pipe(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
 
     async def client(self, sock: socket.socket, listener: Listener) -> None:
         """An admitted client: its broker connected, then both sockets go to the relay."""
@@ -195,11 +211,8 @@ class ThreadForwarder:
 
     def drain(self) -> None:
         """The relay's events, in the order its threads queued them."""
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
+        self._clear_pipe()
+        self._drained_at = self.loop.time()
         proxy = self.proxy
         for event in self.relay.take():
             c = proxy.live.get(event[0])
@@ -298,9 +311,10 @@ class ThreadForwarder:
         self.relay.stop()
         await self.loop.run_in_executor(None, self.relay.wait, STOP_WAIT)
         self.drain()
-        if self._holds_timer is not None:
-            self._holds_timer.cancel()
-            self._holds_timer = None
+        for timer in (self._holds_timer, self._drain_timer):
+            if timer is not None:
+                timer.cancel()
+        self._holds_timer = self._drain_timer = None
         self.loop.remove_reader(self._wake_r)
         os.close(self._wake_r)
         self._wake_r = -1
