@@ -19,7 +19,7 @@ import pytest
 from kdissect.protocol import decode_response
 from kdissect.proxy.server import LARGE_FIRST, MAX_NEW_LISTENERS
 from tests.support.broker import free_port
-from tests.test_proxy import FORWARDERS, ProxyProcess
+from tests.test_proxy import FORWARDERS, ProxyProcess, metric, scrape
 from tests.support.sockets import recv_exactly, serve_each
 
 pytestmark = pytest.mark.slow
@@ -698,6 +698,57 @@ def test_the_forwarders_memory_is_used_again_not_faulted_in_anew(forwarder):
     assert faults < 1000, faults
     assert len([r for r in rows if r["direction"] == "response"]) == 40
     assert "Traceback" not in err
+
+
+def test_a_client_that_stops_reading_holds_up_no_other_connections_events():
+    """A client pipelines 2,000 requests and reads none of their answers: its relay thread
+    ends up blocked writing a chunk whose answers it queued, with Python's wake-up put off
+    until that write ends, which is never while the client stalls. Another client's
+    exchange must still be counted (the event loop also takes events every POLL_EVERY)."""
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            try:
+                while True:
+                    size = struct.unpack(">i", recv_exactly(conn, 4))[0]
+                    corr = recv_exactly(conn, size)[4:8]
+                    conn.sendall(struct.pack(">i", 4096) + corr + bytes(4092))
+            except (ConnectionError, OSError, struct.error):
+                return
+
+    server = socket.create_server(("127.0.0.1", 0))
+    serve_each(server, serve)
+    metrics_port = free_port()
+    proxy = ProxyProcess(
+        f"127.0.0.1:{server.getsockname()[1]}",
+        "--forwarder",
+        "threads",
+        "--metrics",
+        f"127.0.0.1:{metrics_port}",
+    )
+    stalled = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
+    try:
+        for corr in range(2000):  # ApiVersions v0, never read
+            stalled.sendall(struct.pack(">ihhi", 10, 18, 0, corr) + b"\xff\xff")
+        time.sleep(1.0)  # its answers fill the sockets; its relay thread blocks
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as other:
+            other.sendall(struct.pack(">ihhi", 10, 16, 0, 7) + b"\xff\xff")  # ListGroups
+            assert recv_exactly(other, 8)[4:] == struct.pack(">i", 7)
+        deadline = time.monotonic() + 5
+        counted = 0.0
+        while counted < 1 and time.monotonic() < deadline:
+            try:
+                counted = metric(
+                    scrape(metrics_port), "kdissect_proxy_responses_total", api="ListGroups"
+                )
+            except AssertionError:  # (not counted yet: no series)
+                pass
+            time.sleep(0.1)
+        assert counted == 1
+    finally:
+        stalled.close()
+        proxy.proc.kill()
+        server.close()
 
 
 @pytest.mark.parametrize("forwarder", FORWARDERS)

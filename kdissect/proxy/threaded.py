@@ -51,6 +51,10 @@ DRAIN_EVERY = 0.002
 SWITCH_INTERVAL = 0.0005
 STOP_WAIT = 10.0  # seconds the proxy's close waits for the threads to end
 HOLDS_EVERY = 0.02  # seconds between the relay's news of a display channel not empty
+# the relay wakes the loop after the write that carried a message's end: a write blocked
+# by a client that stopped reading would hold up every connection's events, so they are
+# also taken at least this often
+POLL_EVERY = 0.1
 HIGHEST_VERSION = 127  # answer versions looked up (newer than the tables: read as the newest)
 
 
@@ -130,6 +134,7 @@ class ThreadForwarder:
         self._holds_timer: asyncio.TimerHandle | None = None
         self._drain_timer: asyncio.TimerHandle | None = None
         self._drained_at = 0.0
+        self._poll_timer: asyncio.TimerHandle | None = self.loop.call_later(POLL_EVERY, self._poll)
         self.loop.add_reader(self._wake_r, self._woken)
         sys.setswitchinterval(SWITCH_INTERVAL)
 
@@ -146,6 +151,11 @@ class ThreadForwarder:
             self.drain()
         else:
             self._drain_timer = self.loop.call_later(wait, self._drain_due)
+
+    def _poll(self) -> None:
+        if self.loop.time() - self._drained_at >= POLL_EVERY and self._drain_timer is None:
+            self.drain()
+        self._poll_timer = self.loop.call_later(POLL_EVERY, self._poll)
 
     def _drain_due(self) -> None:
         self._drain_timer = None
@@ -311,10 +321,10 @@ class ThreadForwarder:
         self.relay.stop()
         await self.loop.run_in_executor(None, self.relay.wait, STOP_WAIT)
         self.drain()
-        for timer in (self._holds_timer, self._drain_timer):
+        for timer in (self._holds_timer, self._drain_timer, self._poll_timer):
             if timer is not None:
                 timer.cancel()
-        self._holds_timer = self._drain_timer = None
+        self._holds_timer = self._drain_timer = self._poll_timer = None
         self.loop.remove_reader(self._wake_r)
         os.close(self._wake_r)
         self._wake_r = -1

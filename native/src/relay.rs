@@ -1071,6 +1071,7 @@ impl Message {
             )
         };
         if done < 0 {
+            unsafe { (*view).obj = std::ptr::null_mut() }; // (no view: the protocol asks it)
             return Err(PyErr::fetch(slf.py()));
         }
         Ok(())
