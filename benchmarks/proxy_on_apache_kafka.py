@@ -641,6 +641,11 @@ def main() -> None:
                     if other is not None:
                         paths[arm] = other.bootstrap
                 for where in (w for w in order if w in paths):
+                    # no arm's round trips beside the other proxy's display still decoding
+                    # the flood before (it lags up to --display-lag seconds)
+                    for running in (proxy, old):
+                        if running is not None:
+                            running.settle()
                     if args.latency:
                         trips = _round_trips(paths[where], args.latency)
                         lat.setdefault(where, []).append((_pct(trips, 0.5), _pct(trips, 0.99)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import resource
+import signal
 import socket
 import struct
 import threading
@@ -660,6 +661,15 @@ def test_large_answers_cut_anywhere_pass_byte_exact(forwarder):
     ]
 
 
+def _display_idle(pid: int, timeout: float = 30.0) -> None:
+    """Until the display process has slept on an empty channel for a second."""
+    asleep, deadline = 0, time.monotonic() + timeout
+    while asleep < 20 and time.monotonic() < deadline:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        asleep = asleep + 1 if state == "S" else 0
+        time.sleep(0.05)
+
+
 def _forwarder_faults(display_pid: int) -> int:
     """Page faults the proxy's forwarding process (the display's child) has taken."""
     task = f"/proc/{display_pid}/task/{display_pid}/children"
@@ -672,17 +682,25 @@ def test_the_forwarders_memory_is_used_again_not_faulted_in_anew(forwarder):
     """The same twenty 1 MiB answers twice, each collected whole for the display and freed
     once it has taken them: the second time the forwarder uses the memory it freed
     instead of having the kernel fault pages in anew. (The relay's threads had heaps of
-    their own, given back whole once free: 18,500 faults per Java consume run of 200 MB.)"""
+    their own, given back whole once free: 18,500 faults per Java consume run of 200 MB.)
+    The display is stopped while the answers pass, so that both times the forwarder holds
+    all of them at once (a display that kept up the first time and not the second would
+    need more memory the second time, on a loaded machine)."""
     answers = [struct.pack(">ii", corr, 0) + os.urandom(1 << 20) for corr in range(1, 21)]
     upstream = ScriptedBroker(answers, [])
 
     def fetch_all() -> None:
-        with socket.create_connection(("127.0.0.1", proxy.port), timeout=60) as s:
-            for corr in range(1, 21):
-                request = _fetch_request(4, corr)
-                s.sendall(struct.pack(">i", len(request)) + request)
-            assert recv_exactly(s, len(upstream.stream)) == upstream.stream
-        time.sleep(1.5)  # the display takes what the channel holds
+        os.kill(proxy.proc.pid, signal.SIGSTOP)  # the display (the forwarder goes on)
+        try:
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=60) as s:
+                for corr in range(1, 21):
+                    request = _fetch_request(4, corr)
+                    s.sendall(struct.pack(">i", len(request)) + request)
+                assert recv_exactly(s, len(upstream.stream)) == upstream.stream
+            time.sleep(0.5)  # (the last answers handed to the channel)
+        finally:
+            os.kill(proxy.proc.pid, signal.SIGCONT)
+        _display_idle(proxy.proc.pid)  # it took all the channel held: freed
 
     proxy = ProxyProcess(f"127.0.0.1:{upstream.port}", "--forwarder", forwarder)
     try:
