@@ -1,8 +1,8 @@
 """Hostile input end to end: every crafted capture and blob (scripts/make_hostile.py)
 through the real CLI, `kdissect pcap --format jsonl`, `--stats` and `kdissect blob`: no
-traceback, a documented exit status, under 45 s and 1 GiB peak RSS each.
+traceback, a documented exit status, under 90 s and 1 GiB peak RSS each.
 
-The 45 s are CPU seconds (user + system) of the run, workers included: the test machine
+The 90 s are CPU seconds (user + system) of the run, workers included: the test machine
 is shared, and its wall clock says more about the neighbours than about kdissect. A run
 still going after WALL_LIMIT is killed and fails (200,000 connections take 20–30 CPU-s:
 at a load average of 25 on two cores, one such run took 10 minutes of wall time)."""
@@ -27,8 +27,10 @@ MEASURED = ROOT / "tests" / "support" / "measured.py"
 # CPU seconds: a guard against work that grows faster than the input (minutes, hours),
 # not a benchmark. The largest runs take 16-21 CPU-s on an idle machine of this kind and
 # were seen at 26-32 on the same machine when it ran slower (tshark's own CPU for one
-# capture doubled with it, 2.1 -> 4.8 s), so the guard leaves room for that.
-TIME_LIMIT = 45.0
+# capture doubled with it, 2.1 -> 4.8 s), so the guard leaves room for that; on
+# 2026-12-02 the 200,000-connection capture took 51.7 CPU-s run alone on a machine that
+# ran everything ~2.5x slower that day (a quadratic blow-up would take hours, not 90 s)
+TIME_LIMIT = 90.0
 WALL_LIMIT = 900.0
 RSS_LIMIT = 1 << 30
 HOSTILE: dict[str, Path] = {}
