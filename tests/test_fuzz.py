@@ -29,6 +29,7 @@ SLICE["bodyjson"] = 500  # issue 43's: JSON lines' compiled body text, compared
 SLICE["avro"] = 1000  # issue 27's: both Avro readers, compared
 SLICE["parquet"] = 50  # issue 28's: the Parquet writer, read back by pyarrow
 SLICE["midway"] = 250  # issue 36's: connections seen without their start
+SLICE["relay"] = 500  # issue 44's: the thread forwarder's relay, over sockets
 SLICE.update(
     {
         "logfile": 1000,

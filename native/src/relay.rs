@@ -704,15 +704,12 @@ impl<'a> Side<'a> {
             }
             f.hl = 0;
             f.head_at = None;
-            if m.got == m.size {
-                // an empty message (or one of under four bytes): done
-                if answers && m.mode != STREAM {
-                    // (cannot happen: a kind needs a correlation id, 4 bytes)
-                    m.mode = STREAM;
-                }
-                self.finish(f, m);
-            } else {
-                f.cur = Some(m);
+            let done = m.got == m.size; // (at most four bytes: its correlation id at most)
+            f.cur = Some(m);
+            // (an answer of its correlation id alone may be held: it passes as any other,
+            // once checked; it once passed nothing, and the client waited for it)
+            if done && !self.complete(f, out) {
+                return Step::Close;
             }
         }
         Step::Go

@@ -497,6 +497,10 @@ def replay(path: Path) -> None:
         from .midway_target import run_midway
 
         run_midway(data)
+    elif target == "relay":
+        from .relay_target import run_relay
+
+        run_relay(data)
     elif target in ("msgvalues", "bodyjson"):
         from .msgvalues_target import run_bodyjson, run_msgvalues
 

@@ -123,6 +123,16 @@ def _files_targets() -> dict:
 
 TARGETS.update(_files_targets())
 
+
+def _relay_target() -> dict:
+    """Issue 44's: the thread forwarder's relay over loopback sockets."""
+    from .relay_target import relay_input, run_relay
+
+    return {"relay": (relay_input, run_relay, lambda a: (a, ""))}
+
+
+TARGETS.update(_relay_target())
+
 CPU_LIMIT = 1.0  # seconds of CPU one input may take (CPU, not wall: the machine
 # is shared, and a loaded box must not fail the run)
 
