@@ -55,6 +55,7 @@ ROUND["bodyjson"] = 400  # issue 43: JSON lines' compiled body text against the 
 ROUND["avro"] = 1000  # issue 27: the compiled Avro reader against the Python one
 ROUND["parquet"] = 100  # issue 28: the Parquet writer, read back by pyarrow
 ROUND["midway"] = 200  # issue 36: connections seen without their start
+ROUND["relay"] = 100  # issue 44: the thread forwarder's relay over loopback sockets
 # issue 39: log files, bounded JSON, registry answers, schemas, key logs
 ROUND.update({"logfile": 1000, "json": 1000, "answer": 500, "schema": 500, "keylog": 1000})
 BATCH = 25

@@ -50,7 +50,7 @@ class Stream:
     data: bytearray = field(default_factory=bytearray)
     starts: list[tuple[int, int]] = field(default_factory=list)
     bad: tuple[int, int] | None = None  # (offset, size) of a size the relay refuses
-    truncated: int | None = None  # start of the message the stream ends inside
+    truncated: int | None = None  # start of the message the stream ends inside (or at)
 
     def message(self, body: bytes) -> None:
         self.starts.append((len(self.data), len(body)))
@@ -93,10 +93,8 @@ def _damage(rng: random.Random, s: Stream, max_message: int) -> None:
         s.data += struct.pack(">i", size) + rng.randbytes(rng.randrange(0, 40))
     elif pick < 0.3 and s.starts:
         start, size = s.starts[-1]
-        s.truncated = start
+        s.truncated = start  # (perhaps before its first byte: the peer closed instead)
         del s.data[start + rng.randrange(0, 4 + size) :]
-        if len(s.data) == start:  # (nothing of it came: not truncated after all)
-            s.truncated = None
         s.starts.pop()
 
 
