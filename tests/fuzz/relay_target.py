@@ -68,12 +68,15 @@ class Case:
     tail: int
     max_message: int
     rewrite_fails: bool
+    checked: bool  # the relay looks for broker addresses itself (threaded.checks)
     client_leaves: int | None  # the client closes after reading this many bytes
     tls: bool
 
 
 def _size(rng: random.Random, cap: int) -> int:
     pick = rng.random()
+    if pick < 0.1:
+        return rng.randrange(0, 9)  # (a correlation id alone, or not even that)
     if pick < 0.4:
         return rng.randrange(0, 300)
     if pick < 0.6:
@@ -114,11 +117,11 @@ def make_case(seed: bytes) -> Case:
         corr = rng.randrange(0, 5) if rng.random() < 0.2 else rng.getrandbits(31)
         head = struct.pack(">hhih", key, version, corr, -1)
         size = rng.randrange(0, 300) if rng.random() < 0.7 else _size(rng, max_message)
-        requests.message(head + rng.randbytes(max(0, size - len(head))))
-        # its answer (or one that answers nothing), maybe not in order
+        requests.message((head + rng.randbytes(max(0, size - len(head))))[:size])
+        # its answer, in order (or one that answers nothing: another correlation id)
         answer_corr = corr if rng.random() < 0.9 else rng.getrandbits(31)
         size = _size(rng, max_message)
-        answers.message(struct.pack(">i", answer_corr) + rng.randbytes(max(0, size - 4)))
+        answers.message((struct.pack(">i", answer_corr) + rng.randbytes(max(0, size - 4)))[:size])
     tls = rng.random() < 0.03
     if tls:
         requests.data[:0] = TLS_HELLO
@@ -135,9 +138,10 @@ def make_case(seed: bytes) -> Case:
         _cuts(rng, len(answers.data)),
         budget=rng.choice((4096, 100_000, 1 << 20, 8 << 20)),
         lossless=rng.random() < 0.3,
-        tail=rng.choice((8, 64, 2000)),
+        tail=rng.choice((3, 8, 64, 2000, 64 << 10)),  # (64 KiB: the proxy's STREAM_TAIL)
         max_message=max_message,
         rewrite_fails=rng.random() < 0.1,
+        checked=rng.random() < 0.5,
         client_leaves=rng.randrange(0, len(answers.data) + 1) if rng.random() < 0.15 else None,
         tls=tls,
     )
@@ -191,6 +195,7 @@ def _read_all(sock: socket.socket, into: bytearray, leave_after: int | None = No
 
 def run_relay(seed: bytes) -> None:
     from kdissect.protocol.native_ext import compiled
+    from kdissect.proxy import threaded
 
     Relay = compiled("Relay")
     if Relay is None:
@@ -204,8 +209,9 @@ def run_relay(seed: bytes) -> None:
         return None if case.rewrite_fails else bytes(body)
 
     modes = [(*METADATA, HOLD), (*FETCH, TAIL)]
+    checks = threaded.checks([METADATA, FETCH]) if case.checked else []
     relay = Relay(
-        wake_w, case.budget, case.lossless, modes, [], rewrite, case.tail, 0.3, case.max_message
+        wake_w, case.budget, case.lossless, modes, checks, rewrite, case.tail, 0.3, case.max_message
     )
     client, relay_client = _pair()
     relay_broker, broker = _pair()
@@ -236,15 +242,19 @@ def run_relay(seed: bytes) -> None:
             if case.client_leaves is not None:
                 _shut(client, socket.SHUT_RDWR)  # (wakes a write blocked on it)
 
+        def client_writes() -> None:
+            _write(client, bytes(case.requests.data), case.up_cuts)
+            if case.requests.truncated is not None:
+                _shut(client, socket.SHUT_WR)  # a client gone inside a request
+
+        # (the events are taken from the start: with a recording, a thread waits for
+        # Python to take them before it reads on, and writes to it would wait too)
         workers = [
             threading.Thread(target=f, daemon=True)
-            for f in (broker_reads, broker_writes, client_leaves)
+            for f in (broker_reads, broker_writes, client_leaves, client_writes)
         ]
         for w in workers:
             w.start()
-        _write(client, bytes(case.requests.data), case.up_cuts)
-        if case.requests.truncated is not None:
-            _shut(client, socket.SHUT_WR)  # a client gone inside a request
         deadline = time.monotonic() + ENDS_WITHIN
         while not any(e[1] == ENDED for e in events):
             if time.monotonic() > deadline:
@@ -261,14 +271,18 @@ def run_relay(seed: bytes) -> None:
         relay.stop()
         for s in (client, broker):
             s.close()
-        os.close(wake_r)
-        os.close(wake_w)
+        # (a thread still running would write its wake-up to whatever took the fd next)
+        if relay.wait(ENDS_WITHIN):
+            os.close(wake_r)
+            os.close(wake_w)
     check(case, bytes(to_broker), bytes(to_client), events)
 
 
 def _requests_before(case: Case, end: int) -> int:
     """Bytes of the requests the broker must have before writing its answers up to
-    ``end``: every request whose answer begins there."""
+    ``end`` (or until the relay closes): every request whose answer begins there."""
+    if case.tls:  # (nothing: the broker answers once the relay has refused the client)
+        return 1 << 62
     begun = sum(1 for start, _ in case.answers.starts if start < end)
     whole = [start + 4 + size for start, size in case.requests.starts]
     return whole[min(begun, len(whole)) - 1] if begun and whole else 0
@@ -315,6 +329,19 @@ def check(case: Case, to_broker: bytes, to_client: bytes, events: list[tuple]) -
     if case.tls:
         assert to_broker == b""
     mine = [e for e in events if e[0] == 1]
+    refused = {e[2]: (e[5], e[8]) for e in mine if e[1] == REFUSED}
+    partial = {e[2]: (e[5], bytes(e[6])) for e in mine if e[1] == PARTIAL}
+    intact_requests = ups.bad is None and ups.truncated is None
+    if downs.bad is not None and whole_answers(case) and intact_requests:
+        assert refused.get(1) == downs.bad, f"answers: refused {refused.get(1)}, not {downs.bad}"
+    if ups.bad is not None and whole_answers(case) and not downs.bad and downs.truncated is None:
+        assert refused.get(0) == ups.bad, f"requests: refused {refused.get(0)}, not {ups.bad}"
+    if case.tls:
+        assert refused.get(0) == (0, NOT_KAFKA_TLS)
+    cut = downs.truncated
+    if case.lossless and cut is not None and whole_answers(case) and intact_requests:
+        if 0 < len(downs.data) - cut < 8:  # (its first bytes only: certainly not read on)
+            assert partial.get(1) == (cut, bytes(downs.data[cut:])), f"partial {partial.get(1)}"
     assert [e[1] for e in mine].count(ENDED) == 1 and mine[-1][1] == ENDED, "one ENDED, last"
     assert [e[1] for e in mine].count(DIRECTION_ENDED) == 1
     for side, s, passed in ((0, ups, len(to_broker)), (1, downs, len(to_client))):
