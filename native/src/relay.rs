@@ -543,7 +543,9 @@ impl<'a> Side<'a> {
             } else {
                 let sent = if m.mode == TAIL { m.written as i64 } else { -1 };
                 let Some(new) = self.rewritten(&m, sent) else {
-                    self.sh.release(m.reserved);
+                    // shown and recorded as the broker sent it all the same (as the
+                    // event-loop forwarder does): what made the proxy close is seen
+                    self.finish(f, m);
                     return false;
                 };
                 if m.mode == HOLD {
@@ -1315,6 +1317,13 @@ impl Relay {
     fn connections(&self) -> usize {
         lock(&self.shared.conns).len()
     }
+
+    /// Budget room taken by messages being collected whole: none once every connection
+    /// has ended (room never given back would shrink the display's budget for good).
+    #[getter]
+    fn reserved(&self) -> usize {
+        self.shared.reserved.load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]
@@ -1595,7 +1604,8 @@ mod tests {
     #[test]
     fn a_request_is_paired_and_its_answer_held_for_rewriting() {
         // a Metadata (3) v12 request, then its answer: held whole (HOLD); Python (None
-        // here: no callable) gives no rewrite, so the connection closes
+        // here: no callable) gives no rewrite, so the connection closes, the answer
+        // queued as the broker sent it
         let sh = shared(vec![((3, 12), HOLD)], 1 << 20);
         let p = pairs();
         let up = Side::new(&sh, 1, &p, 0);
@@ -1618,11 +1628,20 @@ mod tests {
             down.feed(&mut g, &answer[7..], &mut out),
             Step::Close
         ));
+        assert!(
+            passed(&answer[7..], &out).is_empty(),
+            "nothing of it passed"
+        );
         assert_eq!(
             sh.reserved.load(Ordering::Relaxed),
             0,
             "its room given back"
         );
+        // queued whole all the same: the display and a recording see what closed it
+        let q = sh.queue.lock().unwrap();
+        let ev = q.events.back().expect("the answer queued");
+        assert_eq!((ev.kind, ev.side, ev.offset), (MESSAGE, 1, 4));
+        assert_eq!(ev.data, answer[4..]);
     }
 
     #[test]

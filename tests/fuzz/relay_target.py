@@ -15,7 +15,8 @@ What must hold (``check``):
 - every message queued for Python starts where a message starts and holds its bytes;
   every whole message forwarded was queued; a stream's unfinished message is queued
   as PARTIAL (with a recording) with the bytes that came;
-- each connection ends, once (ENDED, after its two directions), within seconds.
+- each connection ends, once (ENDED, after its two directions), within seconds, and
+  gives back all the budget room its messages took.
 
 An input is a seed: the case is drawn from it, so a saved failure replays exactly.
 """
@@ -267,6 +268,7 @@ def run_relay(seed: bytes) -> None:
             w.join(ENDS_WITHIN)
         assert relay.wait(ENDS_WITHIN) and relay.connections == 0
         events += relay.take()
+        assert relay.reserved == 0, f"{relay.reserved} bytes of room never given back"
     finally:
         relay.stop()
         for s in (client, broker):
