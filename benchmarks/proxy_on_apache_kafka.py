@@ -428,14 +428,20 @@ def _quiet(cluster: ApacheKafka, timeout: float = 30.0, share: float = 0.15) -> 
     return time.monotonic() - start
 
 
+def _by_order(rows: list[tuple[float, float]], k: int) -> tuple[list[float], list[float], int]:
+    """Ratio ``k`` of the rounds with direct first, of those with the proxy first, and how
+    many rounds of each order there are alike."""
+    first = [r[k] for r in rows[0::2]]
+    second = [r[k] for r in rows[1::2]]
+    return first, second, min(len(first), len(second))
+
+
 def _order_effect(rows: list[tuple[float, float]], k: int) -> tuple[float, float, float]:
     """(median ratio of rounds with direct first, of rounds with the proxy first, their
     order-balanced estimate): a run that gains from going second gains ``b`` in one order
     and loses it in the other, so the geometric mean of equally many rounds of each order
     cancels it, where a median of all rounds keeps whatever the odd round brings."""
-    first = [r[k] for r in rows[0::2]]
-    second = [r[k] for r in rows[1::2]]
-    n = min(len(first), len(second))
+    first, second, n = _by_order(rows, k)
     balanced = statistics.geometric_mean(first[:n] + second[:n]) if n else float("nan")
     return (
         statistics.median(first) if first else float("nan"),
@@ -449,9 +455,7 @@ def _interval(rows: list[tuple[float, float]], k: int, draws: int = 4000) -> tup
     (seeded: the same rounds give the same interval). Whether a goal such as 95 % of
     direct is met, missed or not shown by these rounds: rounds here move by tens of
     percent, so a median alone says little."""
-    first = [r[k] for r in rows[0::2]]
-    second = [r[k] for r in rows[1::2]]
-    n = min(len(first), len(second))
+    first, second, n = _by_order(rows, k)
     if n < 2:
         return float("nan"), float("nan")
     rng = random.Random(44)

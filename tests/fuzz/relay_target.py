@@ -31,12 +31,21 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from kdissect.proxy import threaded
+from kdissect.proxy.threaded import (
+    DIRECTION_ENDED,
+    ENDED,
+    HOLD,
+    MESSAGE,
+    NOT_KAFKA_TLS,
+    PARTIAL,
+    REFUSED,
+    TAIL,
+)
+
 ENDS_WITHIN = 20.0  # seconds a case may take to end (wall: threads and sockets)
 LARGE = 64 << 10  # relay.rs IN_PLACE_AT and LENT_AT
 METADATA, FETCH, API_VERSIONS, LIST_GROUPS = (3, 12), (1, 16), (18, 3), (16, 4)
-HOLD, TAIL = 1, 2  # threaded.py's answer modes
-MESSAGE, PARTIAL, REFUSED, ENDED, REWRITE_FAILED, DIRECTION_ENDED = range(6)
-NOT_KAFKA_TLS = -(1 << 40)
 TLS_HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
 
 
@@ -196,7 +205,6 @@ def _read_all(sock: socket.socket, into: bytearray, leave_after: int | None = No
 
 def run_relay(seed: bytes) -> None:
     from kdissect.protocol.native_ext import compiled
-    from kdissect.proxy import threaded
 
     Relay = compiled("Relay")
     if Relay is None:
