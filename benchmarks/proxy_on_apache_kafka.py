@@ -11,11 +11,13 @@ default display's summary line per message, the default display lag):
     rdkafka   confluent-kafka (librdkafka): the same records produced (acks=1) and read
               back by a consumer; records per second from first to last record
 
-Direct and proxied runs alternate in pairs (which goes first alternates too); a ratio is
-the median of the pairs' proxied / direct, printed also order-balanced (the geometric mean
-over as many rounds of each order) beside each order's median and with a 90 % interval
-(rounds resampled): on three nodes the second arm of a round gained whichever it was, and
-rounds move by tens of percent, so a goal is met only where the interval clears it. Each arm starts once the brokers are quiet. For each proxied run the CPU seconds of the
+Each round runs direct and every other arm (the proxy, and those asked for below) once,
+in an order rotated every two rounds and reversed every second round, so that each arm
+runs as often before direct as after it; a ratio is the median of the rounds' arm /
+direct, printed also order-balanced (the geometric mean over as many rounds of each
+order) beside each order's median and with a 90 % interval (rounds resampled): on three
+nodes an arm gained from coming later, and rounds move by tens of percent, so a goal is
+met only where the interval clears it. Each arm starts once the brokers are quiet. For each proxied run the CPU seconds of the
 forwarding process and of the display process (decoding, JSON) are read from /proc, so
 the figures say where the proxy spent its time; the exchanges the display shed or left
 out are read from the proxy's exit summary. The load average is printed before and after:
@@ -28,8 +30,8 @@ on a shared machine state it beside the figures.
 
 ``--relay`` adds a run through a plain copy relay (copy_relay.py): the cost of any
 second hop through user space on this machine, the ceiling to read the proxy against.
-``--relay-mode`` says which relays (comma-separated, each its own process in front of its
-own listener of the node, a run each per round): copy (the default), splice
+``--relay-mode`` says which relays (comma-separated; each mode a process in front of a
+listener of its own on each node, a run each per round): copy (the default), splice
 (copy_relay.py --splice: socket -> pipe -> socket, the bytes never in user space) or
 framed (copy_relay.py --framed: the copy relay's threads also frame, pair and feed a
 display pipe, as a forwarder with a thread per direction would).
@@ -294,25 +296,38 @@ ARMS = (
 
 
 class Relay:
-    """copy_relay.py in ``mode`` in front of ``upstream`` (a port on 127.0.0.1)."""
+    """copy_relay.py in ``mode``, a process in front of each node: ``hops`` are (the
+    relay's port, the node's port), both on 127.0.0.1."""
 
-    def __init__(self, mode: str, port: int, upstream: int):
-        self.port = port
+    def __init__(self, mode: str, hops: list[tuple[int, int]]):
+        self.port = hops[0][0]
         flags = [f"--{mode}"] if mode != "copy" else []
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "benchmarks" / "copy_relay.py"), *flags]
-            + [str(port), str(upstream)]
-        )
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, str(ROOT / "benchmarks" / "copy_relay.py"), *flags]
+                + [str(port), str(upstream)]
+            )
+            for port, upstream in hops
+        ]
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def cpu(self) -> tuple[float, float]:  # (the relay, its display pipe's reader)
-        return _cpu_seconds(self.proc.pid), sum(map(_cpu_seconds, _children(self.proc.pid)))
+    def cpu(self) -> tuple[float, float]:  # (the relays, their display pipes' readers)
+        pids = [p.pid for p in self.procs]
+        return (
+            sum(map(_cpu_seconds, pids)),
+            sum(_cpu_seconds(k) for pid in pids for k in _children(pid)),
+        )
 
     def settle(self) -> None:
         pass
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
 
 
 class Idle:
@@ -428,15 +443,27 @@ def _quiet(cluster: ApacheKafka, timeout: float = 30.0, share: float = 0.15) -> 
     return time.monotonic() - start
 
 
-def _by_order(rows: list[tuple[float, float]], k: int) -> tuple[list[float], list[float], int]:
-    """Ratio ``k`` of the rounds with direct first, of those with the proxy first, and how
+def _order(arms: tuple[str, ...], i: int) -> tuple[str, ...]:
+    """Round ``i``'s order of ``arms``: rotated every two rounds, and reversed in every
+    second round, so that each arm runs as often before direct as after it, in every
+    place (on three nodes an arm gained from coming later; the arms once added after the
+    two alternating ones always ran last)."""
+    k = (i // 2) % len(arms)
+    order = arms[k:] + arms[:k]
+    return order if i % 2 == 0 else order[::-1]
+
+
+def _by_order(
+    rows: list[tuple[float, float, bool]], k: int
+) -> tuple[list[float], list[float], int]:
+    """Ratio ``k`` of the rounds with direct first, of those with the arm first, and how
     many rounds of each order there are alike."""
-    first = [r[k] for r in rows[0::2]]
-    second = [r[k] for r in rows[1::2]]
+    first = [r[k] for r in rows if not r[2]]
+    second = [r[k] for r in rows if r[2]]
     return first, second, min(len(first), len(second))
 
 
-def _order_effect(rows: list[tuple[float, float]], k: int) -> tuple[float, float, float]:
+def _order_effect(rows: list[tuple[float, float, bool]], k: int) -> tuple[float, float, float]:
     """(median ratio of rounds with direct first, of rounds with the proxy first, their
     order-balanced estimate): a run that gains from going second gains ``b`` in one order
     and loses it in the other, so the geometric mean of equally many rounds of each order
@@ -450,7 +477,9 @@ def _order_effect(rows: list[tuple[float, float]], k: int) -> tuple[float, float
     )
 
 
-def _interval(rows: list[tuple[float, float]], k: int, draws: int = 4000) -> tuple[float, float]:
+def _interval(
+    rows: list[tuple[float, float, bool]], k: int, draws: int = 4000
+) -> tuple[float, float]:
     """A 90 % interval of the order-balanced estimate, by resampling each order's rounds
     (seeded: the same rounds give the same interval). Whether a goal such as 95 % of
     direct is met, missed or not shown by these rounds: rounds here move by tens of
@@ -515,9 +544,9 @@ def main() -> None:
     ap.add_argument(
         "--relay",
         action="store_true",
-        help="also a run through a plain copy relay (copy_relay.py, its own process; "
-        "1 node: the relay fronts a listener of its own, advertised at the relay): "
-        "what the second hop alone costs on this machine",
+        help="also a run through a plain copy relay (copy_relay.py, a process in front "
+        "of a listener of each node's own, advertised at that relay): what the second "
+        "hop alone costs on this machine",
     )
     ap.add_argument(
         "--format",
@@ -554,8 +583,6 @@ def main() -> None:
     )
     args = ap.parse_args()
     modes = args.relay_mode.split(",")
-    if args.relay and args.nodes != 1:
-        ap.error("--relay needs --nodes 1 (the relay stands for one node's listener)")
     if not set(modes) <= set(RELAY_MODES) or len(set(modes)) != len(modes):
         ap.error(f"--relay-mode: distinct ones of {', '.join(RELAY_MODES)}")
     if args.relay_only and not args.relay:
@@ -577,15 +604,21 @@ def main() -> None:
     # bootstraps through a relay is told to connect through that relay
     listeners = tuple(f"RELAY_{m.upper()}" for m in modes) if args.relay else ()
     cluster = ApacheKafka(nodes=args.nodes, listeners=("PLAINTEXT", *listeners), start=False)
-    relay_ports = {m: free_port() for m in modes} if args.relay else {}
-    for m, port in relay_ports.items():
-        cluster.advertise(1, f"RELAY_{m.upper()}", "127.0.0.1", port)
+    # (a relay process in front of each node: a client is told each node's relay)
+    relay_ports = {m: [free_port() for _ in range(args.nodes)] for m in modes if args.relay}
+    for m, ports in relay_ports.items():
+        for node, port in enumerate(ports, 1):
+            cluster.advertise(node, f"RELAY_{m.upper()}", "127.0.0.1", port)
     cluster.start()
     proxy = old = None
     relays: dict[str, Relay] = {}
     try:
-        for m, port in relay_ports.items():
-            relays[f"relay-{m}"] = Relay(m, port, cluster.node(1).ports[f"RELAY_{m.upper()}"])
+        for m, ports in relay_ports.items():
+            hops = [
+                (port, cluster.node(node).ports[f"RELAY_{m.upper()}"])
+                for node, port in enumerate(ports, 1)
+            ]
+            relays[f"relay-{m}"] = Relay(m, hops)
         if not args.relay_only:
             proxy = Proxy(
                 cluster.bootstrap(),
@@ -611,18 +644,11 @@ def main() -> None:
                 shared = f"{client}-consumed"
                 _create(cluster.bootstrap(), shared, rf)
                 produce(cluster.bootstrap(), shared, args.records, args.size)
+            arms = ("direct", *(("proxy",) if not args.relay_only else ()))
+            arms += ("old",) * (old is not None) + ("forwarding",) * args.forwarding_only
+            arms += tuple(relays)
             for i in range(args.repeats):
-                order = ("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")
-                if old is not None:
-                    arms = ("direct", "proxy", "old")
-                    order = arms[i % 3 :] + arms[: i % 3]
-                if args.forwarding_only:
-                    order = (*order, "forwarding")
-                if args.relay_only:
-                    arms = ("direct", *relays)
-                    order = arms[i % len(arms) :] + arms[: i % len(arms)]
-                elif args.relay:
-                    order = (*order, *relays)
+                order = _order(arms, i)
                 figures = {}
                 for where in order:
                     topic = f"{client}-{where}-{i}"
@@ -700,7 +726,10 @@ def main() -> None:
                         figures[arm][0] / figures["direct"][0],
                         figures[arm][1] / figures["direct"][1],
                     )
-                    results.setdefault(client + (f" ({label})" if label else ""), []).append(ratio)
+                    before = order.index(arm) < order.index("direct")
+                    results.setdefault(client + (f" ({label})" if label else ""), []).append(
+                        (*ratio, before)
+                    )
                     line += f"; {label or 'proxy'}: {timed(figures[arm], ratio)}"
                 print(
                     f"{client} round {i + 1} ({', '.join(order)}): direct "
@@ -733,18 +762,18 @@ def main() -> None:
 
         medians(rates, ",.0f", " records/s")
         medians(results, ".0%", " of direct")
-        if args.compare is None and not args.relay_only:  # two orders: direct first or not
-            for who, rows in results.items():
-                for k, name in enumerate(("produce", "consume")):
-                    if args.only and name != args.only:
-                        continue
-                    d_first, p_first, balanced = _order_effect(rows, k)
-                    lo, hi = _interval(rows, k)
-                    print(
-                        f"  {who} {name}: {balanced:.0%} of direct order-balanced (geometric "
-                        f"mean; direct first {d_first:.0%}, proxy first {p_first:.0%}); "
-                        f"90 % interval {lo:.0%}–{hi:.0%}"
-                    )
+        # (each arm ran as often before direct as after it: _order)
+        for who, rows in results.items():
+            for k, name in enumerate(("produce", "consume")):
+                if args.only and name != args.only:
+                    continue
+                d_first, p_first, balanced = _order_effect(rows, k)
+                lo, hi = _interval(rows, k)
+                print(
+                    f"  {who} {name}: {balanced:.0%} of direct order-balanced (geometric "
+                    f"mean; direct first {d_first:.0%}, arm first {p_first:.0%}); "
+                    f"90 % interval {lo:.0%}–{hi:.0%}"
+                )
         # a machine with no idle core while direct runs has no time to give a hop: each
         # CPU second the proxy takes then comes out of the clients' and brokers' share
         for where, shares in idle.items():
@@ -787,8 +816,7 @@ def main() -> None:
             if p is not None:
                 p.proc.kill()
         for relay in relays.values():
-            relay.proc.kill()
-            relay.proc.wait()
+            relay.stop()
         cluster.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
