@@ -13,6 +13,7 @@ import stat
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -283,3 +284,95 @@ def test_the_recording_holds_bytes_forwarded_that_never_made_a_message(tmp_path,
     assert not any(b"dXNlcjpodW50ZXIy" in s for s in sent)
     masked = [s for s in sent if s[4:6] == struct.pack(">h", 36)]
     assert masked and b"s3cret" not in masked[0] and masked[0][12:] == b"*" * (len(masked[0]) - 12)
+
+
+class _CuttingBroker:
+    """A broker that answers its first Fetch with ``size`` bytes announced and ends the
+    connection after ``cut`` of them (size prefix included): a broker dying in the middle
+    of an answer, which no real broker can be timed to do."""
+
+    def __init__(self, size: int, cut: int):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.size, self.cut = size, cut
+        self.sent = b""
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            conn, _ = self.server.accept()
+            with conn:
+                head = _read(conn, 4)
+                if len(head) < 4:
+                    continue  # (a probe of the upstream)
+                request = _read(conn, struct.unpack(">i", head)[0])
+                if request[:2] != struct.pack(">h", 1):
+                    continue
+                answer = struct.pack(">i", self.size) + request[4:8]
+                answer += os.urandom(self.size - 4)
+                self.sent = answer[: self.cut]
+                conn.sendall(self.sent)
+                time.sleep(0.3)
+                return
+
+    def close(self) -> None:
+        self.server.close()
+        self.thread.join(10)
+
+
+def _read(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n and (piece := conn.recv(n - len(data))):
+        data += piece
+    return data
+
+
+def _received_from(recording: Path, port: int) -> bytes:
+    """The TCP payload of the recording from ``port`` (one connection)."""
+    from scapy.all import TCP, rdpcap
+
+    packets = rdpcap(str(recording))
+    return b"".join(bytes(p[TCP].payload) for p in packets if TCP in p and p[TCP].sport == port)
+
+
+@pytest.mark.parametrize("forwarder", FORWARDERS)
+@pytest.mark.parametrize(
+    "size, cut",
+    [
+        (300_000, 200_004),  # passed on as it came (larger than the 64 KiB held whole)
+        (5_000_000, 4_500_000),  # past the first 4 MiB buffer of the event loop's
+        (300_000, 6),  # inside its correlation id
+        (40_000, 30_000),  # small: held whole until its end
+    ],
+)
+def test_an_answer_the_broker_ended_inside_is_recorded_as_far_as_it_came(
+    tmp_path, forwarder, size, cut
+):
+    """The client gets the part of a large answer passed on as it came; the recording
+    holds every byte the broker sent (the event-loop forwarder once recorded none of a
+    large answer cut so)."""
+    broker = _CuttingBroker(size, cut)
+    recording = tmp_path / "cut.pcapng"
+    proxy = ProxyProcess(f"127.0.0.1:{broker.port}", "-w", str(recording), "--forwarder", forwarder)
+    fetch = _fetch_v4("t", 100, 9)
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+            s.sendall(struct.pack(">i", len(fetch)) + fetch)
+            got = b""
+            while piece := s.recv(1 << 20):
+                got += piece
+        proxy.stop()
+    finally:
+        proxy.proc.kill()
+        broker.close()
+    assert len(broker.sent) == cut
+    # the client: a prefix of what the broker sent (a Fetch answer's last 64 KiB wait
+    # for its end, so of a cut one the client may get less)
+    assert broker.sent.startswith(got)
+    assert _received_from(recording, broker.port) == broker.sent
+    if cut >= 8:  # read back, the answer is paired and said to be cut where it was
+        answers = [m for m in _decoded(recording, broker.port) if m["direction"] == "response"]
+        assert [m["correlation_id"] for m in answers] == [9]
+        missing = f"{size - (cut - 4)} of {size} bytes not captured"
+        assert answers[0]["status"].startswith("truncated: " + missing), answers[0]["status"]

@@ -209,6 +209,13 @@ class _Large:
         self._from_parts(self.sent, self.got, out)
         self.sent = self.got
 
+    def received(self) -> bytes:
+        """Its bytes so far, size prefix included (for the recording when the broker
+        ended inside it): only what was filled, never a buffer's unwritten rest."""
+        out: list = [self.prefix]
+        self._from_parts(4, self.got, out)
+        return b"".join(out)
+
 
 def _looks_like_tls(head: bytes) -> bool:
     return len(head) >= 3 and head[0] == 0x16 and head[1] == 0x03 and head[2] <= 0x04
@@ -968,7 +975,12 @@ class Proxy:
             return
         finally:
             reader.on_into = None
-            self._record_rest(c, 1, side)  # an answer begun when the broker ended
+            # an answer begun when the broker ended: a large one's bytes are its own
+            # (the framer skipped them), any other's the framer holds
+            if large is not None and c.recorded is not None:
+                self.partial_seen(c, 1, large.received(), time.time())
+            else:
+                self._record_rest(c, 1, side)
             held.forget(side)
 
     @staticmethod

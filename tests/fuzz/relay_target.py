@@ -347,7 +347,10 @@ def check(case: Case, to_broker: bytes, to_client: bytes, events: list[tuple]) -
     if ups.bad is not None and whole_answers(case) and not downs.bad and downs.truncated is None:
         assert refused.get(0) == ups.bad, f"requests: refused {refused.get(0)}, not {ups.bad}"
     if case.tls:
-        assert refused.get(0) == (0, NOT_KAFKA_TLS)
+        # (a client that leaves at once may shut its socket before its hello is written:
+        # then nothing came to refuse)
+        told = refused.get(0)
+        assert told == (0, NOT_KAFKA_TLS) or (case.client_leaves == 0 and told is None), told
     cut = downs.truncated
     if case.lossless and cut is not None and whole_answers(case) and intact_requests:
         if 0 < len(downs.data) - cut < 8:  # (its first bytes only: certainly not read on)
