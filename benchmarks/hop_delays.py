@@ -14,6 +14,7 @@ at each byte: a request's last byte at the client vs at the broker, and an answe
 first and last byte at the broker vs at the client.
 
     .venv/bin/python benchmarks/hop_delays.py [--rounds 2] [--records 200000] [--relay]
+        [--format jsonl|text]
 
 Needs tcpdump (run as root). It answers "is the hop slow, or does the consumer slow down
 beside it" (benchmarks/proxy_on_apache_kafka.py gives the throughput ratios).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import shutil
 import signal
 import statistics
 import subprocess
@@ -40,10 +42,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import proxy_on_apache_kafka as bench  # noqa: E402
 from kdissect.capture.packet import SYN, tcp_segment  # noqa: E402
 from kdissect.capture.pcapfile import CaptureReader  # noqa: E402
-from tests.support.apache_kafka import ApacheKafka  # noqa: E402
-from tests.support.broker import free_port  # noqa: E402
 
 SNAPLEN = 128  # headers and a few payload bytes: the byte counts are what is read
+NODES = 3
+RECORD_SIZE = 1024
 
 
 @dataclass
@@ -112,11 +114,12 @@ def _ms(values: list[float]) -> str:
     )
 
 
-def report(path: str, brokers: set[int]) -> dict[str, list[float]]:
-    """Prints and returns the cycle parts of every answer-carrying client connection."""
+def report(path: str, brokers: set[int], least: int) -> dict[str, list[float]]:
+    """Prints and returns the cycle parts of every client connection that carried at
+    least ``least`` bytes of answers (a Fetch connection)."""
     fl = flows(path)
     parts: dict[str, list[float]] = defaultdict(list)
-    fetching = [k for k, f in fl.items() if f.total >= 5_000_000]  # Fetch connections
+    fetching = [k for k, f in fl.items() if f.total >= least]
     hop = any(sport not in brokers for sport, _ in fetching)  # (else direct)
     for sport, dport in fetching:
         if hop and sport in brokers:
@@ -151,33 +154,55 @@ def report(path: str, brokers: set[int]) -> dict[str, list[float]]:
     return parts
 
 
+def _capture(pcap: Path) -> subprocess.Popen:
+    """tcpdump on loopback into ``pcap``, once it runs (a clear error if it cannot)."""
+    dump = subprocess.Popen(
+        ["tcpdump", "-i", "lo", "-s", str(SNAPLEN), "-B", "65536", "-w", str(pcap), "tcp"],
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(1)
+    if dump.poll() is not None:
+        raise SystemExit(f"tcpdump did not start (run as root): {dump.stderr.read().decode()}")
+    return dump
+
+
+def _stop(dump: subprocess.Popen) -> None:
+    dump.send_signal(signal.SIGINT)
+    try:
+        dump.wait(10)
+    except subprocess.TimeoutExpired:
+        dump.kill()
+        dump.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--relay", action="store_true", help="also through copy_relay.py")
+    ap.add_argument(
+        "--format",
+        default="jsonl",
+        choices=("jsonl", "text"),
+        help="the proxy display's output, as proxy_on_apache_kafka.py's --format",
+    )
     args = ap.parse_args()
+    # a connection that carried a fair share of the topic's bytes is a Fetch connection
+    fetching = args.records * RECORD_SIZE // NODES // 2
     work = Path(tempfile.mkdtemp(prefix="kdissect-hops-"))
-    listeners = ("PLAINTEXT", "RELAY_COPY") if args.relay else ("PLAINTEXT",)
-    cluster = ApacheKafka(nodes=3, listeners=listeners, start=False)
-    hops = []
-    if args.relay:
-        for node in range(1, 4):
-            port = free_port()
-            cluster.advertise(node, "RELAY_COPY", "127.0.0.1", port)
-            hops.append(port)
+    cluster, relay_ports = bench.relayed_cluster(NODES, ("copy",) if args.relay else ())
     cluster.start()
-    proxy = relay = None
+    proxy = None
+    relays: dict[str, bench.Relay] = {}
     try:
-        proxy = bench.Proxy(cluster.bootstrap(), work)
+        proxy = bench.Proxy(cluster.bootstrap(), work, fmt=args.format)
+        relays = bench.start_relays(cluster, relay_ports)
         paths = {"direct": cluster.bootstrap(), "proxy": proxy.bootstrap}
-        if args.relay:
-            upstream = [cluster.node(n).ports["RELAY_COPY"] for n in range(1, 4)]
-            relay = bench.Relay("copy", list(zip(hops, upstream)))
-            paths["copy relay"] = relay.bootstrap
-        bench._create(cluster.bootstrap(), "warm", 3, check=False)
-        bench._create(cluster.bootstrap(), "read", 3)
-        bench.java_produce(cluster.bootstrap(), "read", args.records, 1024)
+        if relays:
+            paths["copy relay"] = relays["relay-copy"].bootstrap
+        bench._create(cluster.bootstrap(), "warm", NODES, check=False)
+        bench._create(cluster.bootstrap(), "read", NODES)
+        bench.java_produce(cluster.bootstrap(), "read", args.records, RECORD_SIZE)
         brokers = set(cluster.ports("PLAINTEXT", "RELAY_COPY"))
         totals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for i in range(args.rounds):
@@ -185,19 +210,19 @@ def main() -> None:
                 proxy.settle()
                 bench._quiet(cluster)
                 pcap = work / f"{arm.replace(' ', '-')}-{i}.pcap"
-                dump = subprocess.Popen(
-                    ["tcpdump", "-i", "lo", "-s", str(SNAPLEN), "-B", "65536", "-w", str(pcap)]
-                    + ["tcp"],
-                    stderr=subprocess.DEVNULL,
-                )
-                time.sleep(1)
-                rate = bench.java_consume(paths[arm], "read", args.records)
-                time.sleep(0.3)
-                dump.send_signal(signal.SIGINT)
-                dump.wait()
+                dump = _capture(pcap)
+                try:
+                    rate = bench.java_consume(paths[arm], "read", args.records)
+                    time.sleep(0.3)
+                finally:
+                    _stop(dump)
                 print(f"round {i + 1}, {arm}: {rate:,.0f} records/s", flush=True)
-                for name, values in report(str(pcap), brokers).items():
+                parts = report(str(pcap), brokers, fetching)
+                if not parts:
+                    print(f"  (no connection carried {fetching:,} bytes of answers)")
+                for name, values in parts.items():
                     totals[arm][name] += values
+                pcap.unlink()
         for arm, parts in totals.items():
             print(f"\n{arm} (all rounds):")
             for name, values in parts.items():
@@ -205,9 +230,10 @@ def main() -> None:
     finally:
         if proxy is not None:
             proxy.proc.kill()
-        if relay is not None:
+        for relay in relays.values():
             relay.stop()
         cluster.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

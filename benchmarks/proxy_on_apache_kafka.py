@@ -23,7 +23,7 @@ the figures say where the proxy spent its time; the exchanges the display shed o
 out are read from the proxy's exit summary. The load average is printed before and after:
 on a shared machine state it beside the figures.
 
-    .venv/bin/python benchmarks/proxy_on_apache_kafka.py [--nodes 1] [--repeats 5]
+    .venv/bin/python benchmarks/proxy_on_apache_kafka.py [--nodes 1] [--repeats 6]
         [--records 200000] [--size 1024] [--clients java,rdkafka] [--only consume]
         [--forwarding-only] [--relay] [--relay-mode copy,splice,framed] [--relay-only]
         [--proxy-root DIR] [--compare DIR] [--latency 2000]
@@ -302,13 +302,18 @@ class Relay:
     def __init__(self, mode: str, hops: list[tuple[int, int]]):
         self.port = hops[0][0]
         flags = [f"--{mode}"] if mode != "copy" else []
-        self.procs = [
-            subprocess.Popen(
-                [sys.executable, str(ROOT / "benchmarks" / "copy_relay.py"), *flags]
-                + [str(port), str(upstream)]
-            )
-            for port, upstream in hops
-        ]
+        self.procs: list[subprocess.Popen] = []
+        try:
+            for port, upstream in hops:
+                self.procs.append(
+                    subprocess.Popen(
+                        [sys.executable, str(ROOT / "benchmarks" / "copy_relay.py"), *flags]
+                        + [str(port), str(upstream)]
+                    )
+                )
+        except BaseException:  # (none left running behind a failed start)
+            self.stop()
+            raise
 
     @property
     def bootstrap(self) -> str:
@@ -328,6 +333,39 @@ class Relay:
         for p in self.procs:
             p.kill()
             p.wait()
+
+
+def relayed_cluster(nodes: int, modes: tuple[str, ...]) -> tuple[ApacheKafka, dict[str, list[int]]]:
+    """An Apache Kafka cluster, not started, with a listener per relay mode (RELAY_COPY...)
+    that each node advertises at a port of its own: a client that bootstraps through a
+    relay is told each node's relay, so every connection takes the hop. Returns it and
+    each mode's relay ports, node by node."""
+    cluster = ApacheKafka(
+        nodes=nodes, listeners=("PLAINTEXT", *(f"RELAY_{m.upper()}" for m in modes)), start=False
+    )
+    ports = {m: [free_port() for _ in range(nodes)] for m in modes}
+    for m, mode_ports in ports.items():
+        for node, port in enumerate(mode_ports, 1):
+            cluster.advertise(node, f"RELAY_{m.upper()}", "127.0.0.1", port)
+    return cluster, ports
+
+
+def start_relays(cluster: ApacheKafka, ports: dict[str, list[int]]) -> dict[str, Relay]:
+    """The relays of ``relayed_cluster``'s ports (the cluster started), as arms
+    (relay-copy...)."""
+    relays: dict[str, Relay] = {}
+    try:
+        for m, mode_ports in ports.items():
+            hops = [
+                (port, cluster.node(node).ports[f"RELAY_{m.upper()}"])
+                for node, port in enumerate(mode_ports, 1)
+            ]
+            relays[f"relay-{m}"] = Relay(m, hops)
+    except BaseException:
+        for relay in relays.values():
+            relay.stop()
+        raise
+    return relays
 
 
 class Idle:
@@ -445,9 +483,10 @@ def _quiet(cluster: ApacheKafka, timeout: float = 30.0, share: float = 0.15) -> 
 
 def _order(arms: tuple[str, ...], i: int) -> tuple[str, ...]:
     """Round ``i``'s order of ``arms``: rotated every two rounds, and reversed in every
-    second round, so that each arm runs as often before direct as after it, in every
-    place (on three nodes an arm gained from coming later; the arms once added after the
-    two alternating ones always ran last)."""
+    second round, so that over an even number of rounds each arm runs as often before
+    direct as after it, and over a multiple of twice the arms in every place alike (on
+    three nodes an arm gained from coming later; the arms once added after the two
+    alternating ones always ran last)."""
     k = (i // 2) % len(arms)
     order = arms[k:] + arms[:k]
     return order if i % 2 == 0 else order[::-1]
@@ -464,7 +503,7 @@ def _by_order(
 
 
 def _order_effect(rows: list[tuple[float, float, bool]], k: int) -> tuple[float, float, float]:
-    """(median ratio of rounds with direct first, of rounds with the proxy first, their
+    """(median ratio of rounds with direct first, of rounds with the arm first, their
     order-balanced estimate): a run that gains from going second gains ``b`` in one order
     and loses it in the other, so the geometric mean of equally many rounds of each order
     cancels it, where a median of all rounds keeps whatever the odd round brings."""
@@ -508,7 +547,7 @@ def _load() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=6)  # (even: see _order)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--clients", default="java,rdkafka")
@@ -600,25 +639,17 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="kdissect-bench-"))
     print(f"load before: {_load()} on {os.cpu_count()} cores", flush=True)
-    # a listener per relay (RELAY_COPY...), advertised at its relay: a client that
-    # bootstraps through a relay is told to connect through that relay
-    listeners = tuple(f"RELAY_{m.upper()}" for m in modes) if args.relay else ()
-    cluster = ApacheKafka(nodes=args.nodes, listeners=("PLAINTEXT", *listeners), start=False)
-    # (a relay process in front of each node: a client is told each node's relay)
-    relay_ports = {m: [free_port() for _ in range(args.nodes)] for m in modes if args.relay}
-    for m, ports in relay_ports.items():
-        for node, port in enumerate(ports, 1):
-            cluster.advertise(node, f"RELAY_{m.upper()}", "127.0.0.1", port)
+    if args.repeats % 2:
+        print(
+            "(an odd --repeats: the last round's order has no counterpart; "
+            "the order-balanced figures leave it out)"
+        )
+    cluster, relay_ports = relayed_cluster(args.nodes, tuple(modes) if args.relay else ())
     cluster.start()
     proxy = old = None
     relays: dict[str, Relay] = {}
     try:
-        for m, ports in relay_ports.items():
-            hops = [
-                (port, cluster.node(node).ports[f"RELAY_{m.upper()}"])
-                for node, port in enumerate(ports, 1)
-            ]
-            relays[f"relay-{m}"] = Relay(m, hops)
+        relays.update(start_relays(cluster, relay_ports))
         if not args.relay_only:
             proxy = Proxy(
                 cluster.bootstrap(),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from kdissect.proxy.server import STREAM_TAIL
 from tests.support.apache_kafka import USERS
 from tests.test_proxy import FORWARDERS, ROOT, ProxyProcess, metric, scrape
 from tests.test_proxy_limits import api_versions, call
@@ -317,6 +318,11 @@ class _CuttingBroker:
                 return
 
     def close(self) -> None:
+        # (shut down first: closing alone does not wake a thread blocked in accept)
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.server.close()
         self.thread.join(10)
 
@@ -367,9 +373,15 @@ def test_an_answer_the_broker_ended_inside_is_recorded_as_far_as_it_came(
         proxy.proc.kill()
         broker.close()
     assert len(broker.sent) == cut
-    # the client: a prefix of what the broker sent (a Fetch answer's last 64 KiB wait
-    # for its end, so of a cut one the client may get less)
-    assert broker.sent.startswith(got)
+    # the client: an answer that names no broker (Fetch v4) as far as it came once its
+    # header is whole, from the threads as they read it; the event loop holds a small
+    # answer whole for its end (none of it comes)
+    if cut < 8:
+        assert broker.sent.startswith(got)
+    elif forwarder == "threads" or size > STREAM_TAIL:
+        assert got == broker.sent
+    else:
+        assert got == b""
     assert _received_from(recording, broker.port) == broker.sent
     if cut >= 8:  # read back, the answer is paired and said to be cut where it was
         answers = [m for m in _decoded(recording, broker.port) if m["direction"] == "response"]
