@@ -45,6 +45,12 @@ REWRITE_WAIT = 30.0  # seconds a forwarding thread waits for the event loop's re
 # the event loop takes the relay's events at most this often: forwarding never waits for
 # them, and a wake-up per message (two per exchange) cost more CPU than the forwarding
 DRAIN_EVERY = 0.002
+# ... and at most this often while the traffic moves at least BUSY_RATE bytes a second:
+# on three nodes the loop's wake-ups cost a Java consumer 11 points of direct's rate at
+# 2 ms (docs/guide/proxy.md); small exchanges keep the short wait, where the longer one
+# made the loop's batches long enough to hold up a quiet round trip (+0.3 ms at p99)
+DRAIN_BUSY = 0.010
+BUSY_RATE = 5_000_000
 # a forwarding thread that needs Python (an answer that may name brokers) waits for the
 # event loop's thread to let go of the interpreter at most about this long (Python's
 # default, 5 ms, was a Fetch answer's delay whenever the loop was busy)
@@ -134,19 +140,21 @@ class ThreadForwarder:
         self._holds_timer: asyncio.TimerHandle | None = None
         self._drain_timer: asyncio.TimerHandle | None = None
         self._drained_at = 0.0
+        self._busy = False  # the bytes the last take moved came at BUSY_RATE or more
         self._poll_timer: asyncio.TimerHandle | None = self.loop.call_later(POLL_EVERY, self._poll)
         self.loop.add_reader(self._wake_r, self._woken)
         sys.setswitchinterval(SWITCH_INTERVAL)
 
     def _woken(self) -> None:
-        """Events wait: taken now, or DRAIN_EVERY after they were last taken. The relay
-        writes its pipe only when its queue was empty, so no byte comes while events
-        wait to be taken (the pipe stays watched: unwatching it and watching it again
-        around each wait cost more than the wait saved)."""
+        """Events wait: taken now, or DRAIN_EVERY (DRAIN_BUSY while busy) after they were
+        last taken. The relay writes its pipe only when its queue was empty, so no byte
+        comes while events wait to be taken (the pipe stays watched: unwatching it and
+        watching it again around each wait cost more than the wait saved)."""
         self._clear_pipe()
         if self._drain_timer is not None:
             return
-        wait = self._drained_at + DRAIN_EVERY - self.loop.time()
+        every = DRAIN_BUSY if self._busy else DRAIN_EVERY
+        wait = self._drained_at + every - self.loop.time()
         if wait <= 0:
             self.drain()
         else:
@@ -222,9 +230,12 @@ class ThreadForwarder:
     def drain(self) -> None:
         """The relay's events, in the order its threads queued them."""
         self._clear_pipe()
-        self._drained_at = self.loop.time()
+        now = self.loop.time()
+        since, self._drained_at = now - self._drained_at, now
         proxy = self.proxy
+        moved = 0
         for event in self.relay.take():
+            moved += event[7]
             c = proxy.live.get(event[0])
             if c is None:
                 continue
@@ -240,6 +251,7 @@ class ThreadForwarder:
                 )
                 if event[1] == ENDED and proxy.live.pop(c.index, None) is not None:
                     proxy.active -= 1  # (ended all the same)
+        self._busy = moved >= BUSY_RATE * since
         self._holds()
 
     def _holds(self) -> None:
