@@ -203,7 +203,7 @@ def main() -> None:
         bench._create(cluster.bootstrap(), "warm", NODES, check=False)
         bench._create(cluster.bootstrap(), "read", NODES)
         bench.java_produce(cluster.bootstrap(), "read", args.records, RECORD_SIZE)
-        brokers = set(cluster.ports("PLAINTEXT", "RELAY_COPY"))
+        brokers = set(cluster.ports("PLAINTEXT", bench.relay_listener("copy")))
         totals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for i in range(args.rounds):
             for arm in bench._order(tuple(paths), i):

@@ -335,18 +335,23 @@ class Relay:
             p.wait()
 
 
+def relay_listener(mode: str) -> str:
+    """The name of the listener the relays of ``mode`` stand in front of."""
+    return f"RELAY_{mode.upper()}"
+
+
 def relayed_cluster(nodes: int, modes: tuple[str, ...]) -> tuple[ApacheKafka, dict[str, list[int]]]:
     """An Apache Kafka cluster, not started, with a listener per relay mode (RELAY_COPY...)
     that each node advertises at a port of its own: a client that bootstraps through a
     relay is told each node's relay, so every connection takes the hop. Returns it and
     each mode's relay ports, node by node."""
     cluster = ApacheKafka(
-        nodes=nodes, listeners=("PLAINTEXT", *(f"RELAY_{m.upper()}" for m in modes)), start=False
+        nodes=nodes, listeners=("PLAINTEXT", *map(relay_listener, modes)), start=False
     )
     ports = {m: [free_port() for _ in range(nodes)] for m in modes}
     for m, mode_ports in ports.items():
         for node, port in enumerate(mode_ports, 1):
-            cluster.advertise(node, f"RELAY_{m.upper()}", "127.0.0.1", port)
+            cluster.advertise(node, relay_listener(m), "127.0.0.1", port)
     return cluster, ports
 
 
@@ -357,7 +362,7 @@ def start_relays(cluster: ApacheKafka, ports: dict[str, list[int]]) -> dict[str,
     try:
         for m, mode_ports in ports.items():
             hops = [
-                (port, cluster.node(node).ports[f"RELAY_{m.upper()}"])
+                (port, cluster.node(node).ports[relay_listener(m)])
                 for node, port in enumerate(mode_ports, 1)
             ]
             relays[f"relay-{m}"] = Relay(m, hops)
