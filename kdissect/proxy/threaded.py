@@ -48,7 +48,8 @@ DRAIN_EVERY = 0.002
 # ... and at most this often while the traffic moves at least BUSY_RATE bytes a second:
 # on three nodes the loop's wake-ups cost a Java consumer 11 points of direct's rate at
 # 2 ms (docs/guide/proxy.md); small exchanges keep the short wait, where the longer one
-# made the loop's batches long enough to hold up a quiet round trip (+0.3 ms at p99)
+# made the loop's batches long enough to hold up a quiet round trip (+0.3 ms at p99);
+# 20 ms measured no better than 10
 DRAIN_BUSY = 0.010
 BUSY_RATE = 5_000_000
 # a forwarding thread that needs Python (an answer that may name brokers) waits for the
