@@ -252,7 +252,7 @@ class ThreadForwarder:
                 )
                 if event[1] == ENDED and proxy.live.pop(c.index, None) is not None:
                     proxy.active -= 1  # (ended all the same)
-        self._busy = moved > 0 and moved >= BUSY_RATE * since  # (two takes at once: idle)
+        self._busy = since > 0 and moved >= BUSY_RATE * since  # (two takes at once: no rate)
         self._holds()
 
     def _holds(self) -> None:
