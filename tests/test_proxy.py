@@ -672,6 +672,49 @@ def test_the_java_client_through_the_proxy_byte_exact(chain):
     assert not [r for r in rows if r["problems"]]
 
 
+def test_answers_of_megabytes_pass_byte_exact_and_are_shown_and_recorded_whole(chain):
+    """Answers this large are read straight into their own buffers by the threads
+    forwarder (relay.rs's `read_in_place`) and pass on as they come: the client gets
+    them unchanged, and the display and the recording have them whole."""
+    import random
+
+    from kafka import KafkaProducer
+
+    relay_a, proxy, relay_b = chain
+    bootstrap = f"127.0.0.1:{relay_a.port}"
+    rng = random.Random(44)
+    payloads = [rng.randbytes(700 << 10) for _ in range(6)]  # (not compressible)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=8 << 20)
+    for payload in payloads:
+        producer.send("megabytes-through-proxy", payload)
+    producer.flush()
+    producer.close()
+    assert sorted(read_big("megabytes-through-proxy", bootstrap)) == sorted(payloads)
+    rows, err = proxy.stop()
+    assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
+    large = [
+        r
+        for r in rows
+        if r["api_name"] == "Fetch" and r["direction"] == "response" and r["size"] > 2 << 20
+    ]
+    assert large and not [r for r in large if r["problems"]]
+    res = subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", str(proxy.recording)]
+        + ["-p", str(relay_b.port), "--format", "jsonl"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    recorded = [json.loads(line) for line in res.stdout.splitlines()]
+    recorded_large = [r for r in recorded if r["api_name"] == "Fetch" and r["size"] > 2 << 20]
+    key = lambda r: (r["correlation_id"], r["size"])
+    assert sorted(map(key, recorded_large)) == sorted(map(key, large))
+    assert not [r for r in recorded if r["problems"]]
+    assert "Traceback" not in err
+
+
 # -- the skip-scanner ---------------------------------------------------------------------
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.support.broker import free_port
@@ -16,17 +18,17 @@ from tests.support.broker import free_port
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _proxy_command(*extra: str) -> list[str]:
-    # the upstream is never dialled: no client connects
+def _proxy_command(*extra: str, upstream: int = 0, listen: int = 0) -> list[str]:
+    # without `upstream`, one never dialled: no client connects
     return [
         sys.executable,
         "-m",
         "kdissect",
         "proxy",
         "--upstream",
-        f"127.0.0.1:{free_port()}",
+        f"127.0.0.1:{upstream or free_port()}",
         "--listen",
-        f"127.0.0.1:{free_port()}",
+        f"127.0.0.1:{listen or free_port()}",
         "--no-tui",
         "--format",
         "jsonl",
@@ -89,3 +91,55 @@ def test_realtime_without_the_right_refuses_to_start_and_says_how():
     assert res.returncode != 0
     assert "CAP_SYS_NICE" in res.stderr and "RLIMIT_RTPRIO" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+def _forwarding_threads(pid: int) -> dict[str, int]:
+    """The policy of each thread of ``pid`` that moves a connection's bytes."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        name = (task / "comm").read_text().strip()
+        if name.startswith("kdissect-"):
+            out[name] = os.sched_getscheduler(int(task.name))
+    return out
+
+
+def test_in_real_time_the_threads_that_move_the_bytes_are_real_time_too():
+    """Each connection's two threads are started by the event loop's thread, and Linux
+    does not pass SCHED_RESET_ON_FORK's policy on to new threads: they take it."""
+    upstream = socket.create_server(("127.0.0.1", 0))  # (a broker's place: only accepts)
+    for asked, expected in (("normal", os.SCHED_OTHER), ("realtime", os.SCHED_RR)):
+        listen = free_port()
+        command = _proxy_command(
+            "--forwarder",
+            "threads",
+            "--forwarder-priority",
+            asked,
+            upstream=upstream.getsockname()[1],
+            listen=listen,
+        )
+        proc = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            assert proc.stderr is not None
+            line = proc.stderr.readline()
+            assert "listening on" in line, line + proc.stderr.read()
+            (forwarder,) = [
+                int(pid)
+                for task in Path(f"/proc/{proc.pid}/task").iterdir()
+                for pid in (task / "children").read_text().split()
+            ]
+            client = socket.create_connection(("127.0.0.1", listen), timeout=10)
+            broker, _ = upstream.accept()
+            threads: dict[str, int] = {}
+            deadline = time.monotonic() + 10
+            while len(threads) < 2 and time.monotonic() < deadline:
+                threads = _forwarding_threads(forwarder)
+                time.sleep(0.05)
+            policy = expected | (os.SCHED_RESET_ON_FORK if asked == "realtime" else 0)
+            assert threads == {"kdissect-up": policy, "kdissect-down": policy}
+            client.close()
+            broker.close()
+        finally:
+            _stop(proc)
+    upstream.close()

@@ -1046,6 +1046,44 @@ fn responses(
     sh.thread_ended(conn, f.moved, 1);
 }
 
+/// A thread's scheduling policy and priority. The forwarding threads take the one of the
+/// thread that starts them (the event loop's): `--forwarder-priority realtime` sets it with
+/// SCHED_RESET_ON_FORK, so that the proxy's children do not inherit it, and Linux applies
+/// that flag to new threads too: without this, the threads that move the bytes ran at
+/// normal priority while only the event loop ran at real-time priority.
+#[derive(Clone, Copy)]
+struct Scheduling {
+    policy: libc::c_int, // (SCHED_RESET_ON_FORK included when set)
+    priority: libc::c_int,
+}
+
+impl Scheduling {
+    fn of_this_thread() -> Option<Scheduling> {
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        let mut param = libc::sched_param { sched_priority: 0 };
+        if policy < 0 || unsafe { libc::sched_getparam(0, &mut param) } != 0 {
+            return None;
+        }
+        Some(Scheduling {
+            policy,
+            priority: param.sched_priority,
+        })
+    }
+
+    /// The calling thread takes it, when it is real-time (a normal one it has already).
+    fn take(self) {
+        let base = self.policy & !libc::SCHED_RESET_ON_FORK;
+        if base == libc::SCHED_RR || base == libc::SCHED_FIFO {
+            let param = libc::sched_param {
+                sched_priority: self.priority,
+            };
+            // (allowed: the same process was allowed it for the event loop's thread; were
+            // it refused, the thread would forward at normal priority, as before)
+            unsafe { libc::sched_setscheduler(0, self.policy, &param) };
+        }
+    }
+}
+
 /// (api key, version, header tagged, tags, program): `skipscan.quick_check`'s.
 type CheckSpec = (i16, i16, bool, Vec<u64>, Vec<i64>);
 
@@ -1182,11 +1220,17 @@ impl Relay {
                 pairs: pairs.clone(),
             },
         );
+        let scheduling = Scheduling::of_this_thread();
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
                 .name(name.to_string())
                 .stack_size(STACK)
-                .spawn(f)
+                .spawn(move || {
+                    if let Some(s) = scheduling {
+                        s.take();
+                    }
+                    f()
+                })
         };
         let (sh, p) = (self.shared.clone(), pairs.clone());
         let up = spawn(
