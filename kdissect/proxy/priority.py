@@ -12,7 +12,9 @@ machine loaded besides, Java produce fell from 91 to 79 % of direct and consume 
 to 59 % in the same rounds (with the machine otherwise idle: within the noise). The
 kernel's real-time throttling leaves other tasks 5 % of each core should the forwarder
 ever spin; children do not inherit it (``SCHED_RESET_ON_FORK``), and the display's
-process, forked before, keeps its nice 10."""
+process, forked before, keeps its nice 10. Linux applies that flag to new threads too:
+the thread forwarder's threads take the policy of the thread that starts them
+themselves (native/src/relay.rs, ``Scheduling``)."""
 
 from __future__ import annotations
 
