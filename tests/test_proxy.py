@@ -158,6 +158,21 @@ def frames(data: bytes) -> list[bytes]:
     return out
 
 
+def read_recording(proxy: ProxyProcess, relay_b: Relay) -> list[dict]:
+    """The rows ``kdissect pcap`` reads from the proxy's recording (the broker's side of
+    it at relay B's port)."""
+    res = subprocess.run(
+        [sys.executable, "-m", "kdissect", "pcap", str(proxy.recording)]
+        + ["-p", str(relay_b.port), "--format", "jsonl"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    return [json.loads(line) for line in res.stdout.splitlines()]
+
+
 def assert_bytes_pass_unchanged(relay_a: Relay, relay_b: Relay) -> int:
     """For each connection through relay A (client side of the proxy): what the client
     sent reached the broker unchanged, and what the broker sent reached the client
@@ -267,25 +282,7 @@ def test_clients_work_through_the_proxy_and_bytes_pass_unchanged(chain):
     assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
 
     # the recording opens with kdissect pcap and with tshark, and holds what was shown
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kdissect",
-            "pcap",
-            str(proxy.recording),
-            "-p",
-            str(relay_b.port),
-            "--format",
-            "jsonl",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stderr
-    recorded = [json.loads(line) for line in res.stdout.splitlines()]
+    recorded = read_recording(proxy, relay_b)
     key = lambda r: (r["api_name"], r["direction"], r["correlation_id"], r["status"])
     assert sorted(map(key, recorded)) == sorted(map(key, rows))
     assert all(not r["problems"] for r in recorded)
@@ -698,16 +695,7 @@ def test_answers_of_megabytes_pass_byte_exact_and_are_shown_and_recorded_whole(c
         if r["api_name"] == "Fetch" and r["direction"] == "response" and r["size"] > 2 << 20
     ]
     assert large and not [r for r in large if r["problems"]]
-    res = subprocess.run(
-        [sys.executable, "-m", "kdissect", "pcap", str(proxy.recording)]
-        + ["-p", str(relay_b.port), "--format", "jsonl"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stderr
-    recorded = [json.loads(line) for line in res.stdout.splitlines()]
+    recorded = read_recording(proxy, relay_b)
     recorded_large = [r for r in recorded if r["api_name"] == "Fetch" and r["size"] > 2 << 20]
     key = lambda r: (r["correlation_id"], r["size"])
     assert sorted(map(key, recorded_large)) == sorted(map(key, large))

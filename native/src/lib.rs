@@ -31,6 +31,7 @@ mod record_walk;
 mod records_table;
 mod relay;
 mod scan;
+mod sched;
 mod tls;
 mod values;
 mod varint;

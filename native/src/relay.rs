@@ -22,6 +22,7 @@
 
 use crate::head;
 use crate::quick;
+use crate::sched::Scheduling;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
@@ -1044,44 +1045,6 @@ fn responses(
     }
     pairs.answered.notify_all();
     sh.thread_ended(conn, f.moved, 1);
-}
-
-/// A thread's scheduling policy and priority. The forwarding threads take the one of the
-/// thread that starts them (the event loop's): `--forwarder-priority realtime` sets it with
-/// SCHED_RESET_ON_FORK, so that the proxy's children do not inherit it, and Linux applies
-/// that flag to new threads too: without this, the threads that move the bytes ran at
-/// normal priority while only the event loop ran at real-time priority.
-#[derive(Clone, Copy)]
-struct Scheduling {
-    policy: libc::c_int, // (SCHED_RESET_ON_FORK included when set)
-    priority: libc::c_int,
-}
-
-impl Scheduling {
-    fn of_this_thread() -> Option<Scheduling> {
-        let policy = unsafe { libc::sched_getscheduler(0) };
-        let mut param = libc::sched_param { sched_priority: 0 };
-        if policy < 0 || unsafe { libc::sched_getparam(0, &mut param) } != 0 {
-            return None;
-        }
-        Some(Scheduling {
-            policy,
-            priority: param.sched_priority,
-        })
-    }
-
-    /// The calling thread takes it, when it is real-time (a normal one it has already).
-    fn take(self) {
-        let base = self.policy & !libc::SCHED_RESET_ON_FORK;
-        if base == libc::SCHED_RR || base == libc::SCHED_FIFO {
-            let param = libc::sched_param {
-                sched_priority: self.priority,
-            };
-            // (allowed: the same process was allowed it for the event loop's thread; were
-            // it refused, the thread would forward at normal priority, as before)
-            unsafe { libc::sched_setscheduler(0, self.policy, &param) };
-        }
-    }
 }
 
 /// (api key, version, header tagged, tags, program): `skipscan.quick_check`'s.
