@@ -14,7 +14,7 @@ kernel's real-time throttling leaves other tasks 5 % of each core should the for
 ever spin; children do not inherit it (``SCHED_RESET_ON_FORK``), and the display's
 process, forked before, keeps its nice 10. Linux applies that flag to new threads too:
 the thread forwarder's threads take the policy of the thread that starts them
-themselves (native/src/relay.rs, ``Scheduling``)."""
+themselves (native/src/sched.rs, ``Scheduling``)."""
 
 from __future__ import annotations
 
