@@ -5,6 +5,7 @@ suite runs as root (scripts/test); the unpermitted case drops CAP_SYS_NICE with 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import socket
@@ -42,7 +43,7 @@ def _without_cap_sys_nice(command: list[str]) -> list[str]:
 
 
 def _start(command: list[str]) -> tuple[subprocess.Popen, str, int]:
-    """The proxy, its 'listening on' line and its forwarding process's policy."""
+    """The proxy, its 'listening on' line and its forwarding process's pid."""
     proc = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
@@ -55,7 +56,7 @@ def _start(command: list[str]) -> tuple[subprocess.Popen, str, int]:
         for pid in (task / "children").read_text().split()
     ]
     assert len(kids) == 1, kids  # the forwarding process alone
-    return proc, line, os.sched_getscheduler(kids[0])
+    return proc, line, kids[0]
 
 
 def _stop(proc: subprocess.Popen) -> str:
@@ -66,12 +67,14 @@ def _stop(proc: subprocess.Popen) -> str:
 
 
 def test_the_forwarder_runs_normally_or_in_real_time_when_asked_and_the_display_below():
-    proc, line, policy = _start(_proxy_command())
+    proc, line, forwarder = _start(_proxy_command())
+    policy = os.sched_getscheduler(forwarder)
     try:
         assert policy == os.SCHED_OTHER and "forwarding at normal priority" in line
     finally:
         _stop(proc)
-    proc, line, policy = _start(_proxy_command("--forwarder-priority", "realtime"))
+    proc, line, forwarder = _start(_proxy_command("--forwarder-priority", "realtime"))
+    policy = os.sched_getscheduler(forwarder)
     try:
         assert policy == os.SCHED_RR | os.SCHED_RESET_ON_FORK  # its children: normal
         assert "forwarding at real-time priority" in line
@@ -115,8 +118,10 @@ def test_the_threads_that_move_the_bytes_run_in_real_time_when_asked_else_on_sho
     """Each connection's two threads are started by the event loop's thread, and Linux
     does not pass SCHED_RESET_ON_FORK's policy on to new threads: they take it. At normal
     priority they ask for the shortest slice (native/src/sched.rs)."""
-    kernel = tuple(int(n) for n in os.uname().release.split(".")[:2])
+    release = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    kernel = (int(release[1]), int(release[2])) if release else (0, 0)
     upstream = socket.create_server(("127.0.0.1", 0))  # (a broker's place: only accepts)
+    upstream.settimeout(10)
     for asked, expected in (("normal", os.SCHED_OTHER), ("realtime", os.SCHED_RR)):
         listen = free_port()
         command = _proxy_command(
@@ -127,18 +132,8 @@ def test_the_threads_that_move_the_bytes_run_in_real_time_when_asked_else_on_sho
             upstream=upstream.getsockname()[1],
             listen=listen,
         )
-        proc = subprocess.Popen(
-            command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
+        proc, _, forwarder = _start(command)
         try:
-            assert proc.stderr is not None
-            line = proc.stderr.readline()
-            assert "listening on" in line, line + proc.stderr.read()
-            (forwarder,) = [
-                int(pid)
-                for task in Path(f"/proc/{proc.pid}/task").iterdir()
-                for pid in (task / "children").read_text().split()
-            ]
             client = socket.create_connection(("127.0.0.1", listen), timeout=10)
             broker, _ = upstream.accept()
             policy = expected | (os.SCHED_RESET_ON_FORK if asked == "realtime" else 0)
