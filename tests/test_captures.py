@@ -315,6 +315,26 @@ def test_damaged_captures(tmp_path, damage):
                 assert (m.stream, m.direction, m.correlation_id, m.data) in full
 
 
+def test_json_lines_do_not_blame_the_broker_for_the_end_a_capture_cut(tmp_path):
+    """A message the capture ends inside is decoded as far as it goes; the decoder running
+    out of bytes is the cut's doing (message_truncated), not a malformed layout: the JSON
+    lines say what the exchanges themselves say (they once added `bad_length`)."""
+    data = (CAPTURES / "mtu1500.pcap").read_bytes()
+    cut_capture = tmp_path / "cut.pcap"
+    cut_capture.write_bytes(data[: len(data) * 2 // 3 + 7])
+    res = kdissect_text("pcap", str(cut_capture), "--format", "jsonl")
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    cut = [r for r in rows if r["status"].startswith("truncated") and r["findings"]]
+    assert cut and all(r["problems"] for r in cut)  # (it does run out of bytes)
+    exchanges, _, _ = dissect(cut_capture)
+    by_index = {m.index: (ex, m) for ex in exchanges for m in ex.messages}
+    for r in cut:
+        ex, m = by_index[r["index"]]
+        said = sorted(f.code for f in ex.findings if f.where.startswith(m.direction))
+        assert sorted(f["code"] for f in r["findings"]) == said == ["message_truncated"]
+
+
 def test_cli_on_a_capture_and_on_bad_files(tmp_path):
     run = lambda *a: kdissect_text("pcap", *a)
     res = run(str(CAPTURES / "confluent-group.pcap"))

@@ -17,7 +17,7 @@ from ..protocol.findings import SEVERITIES, Finding
 from ..protocol import secrets
 from ..protocol.times import LAST_SECOND
 from ..protocol.values import body_json, body_values
-from ..stream.model import STATUS_OF_FINDING, Exchange, KafkaMessage
+from ..stream.model import STATUS_OF_FINDING, Exchange, KafkaMessage, kept_findings
 from .records import json_bytes, plain_json
 from ..protocol.json_view import internal_records_json as _internal
 from . import jsonl_records
@@ -326,7 +326,8 @@ def _body_of(
         values = plain_json(body, options.show_secrets) if body is not None else None
         found = decoded.tree.findings()  # one walk for both (big trees)
         problems = [{"path": p, "problem": r} for p, _, r in found]
-        tree_findings = None if enriched_full else found
+        # (a message cut by the capture or the proxy's display: its end is not blamed)
+        tree_findings = None if enriched_full else kept_findings(m, found)
     if not options.show_secrets:
         secrets.mask_values(values, m.api_key)
     return values, problems, tree_findings

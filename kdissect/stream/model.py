@@ -289,7 +289,11 @@ _CUT_CODES = frozenset(
 def tree_findings(m: KafkaMessage, tree: Node) -> list[tuple[str, str, str]]:
     """(path, code, reason) of a message's tree as its exchange's findings keep them: a
     message the capture cut keeps no code that would blame its layout (``_CUT_CODES``)."""
-    found: list[tuple[str, str, str]] = tree.findings()
+    return kept_findings(m, tree.findings())
+
+
+def kept_findings(m: KafkaMessage, found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """``tree_findings`` of the findings ``found`` in ``m``'s tree."""
     if not m.status.startswith("truncated"):
         return found
     return [f for f in found if f[1] not in _CUT_CODES]
