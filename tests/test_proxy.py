@@ -113,21 +113,13 @@ class ProxyProcess:
         return [json.loads(line) for line in self.out], "".join(self.err)
 
 
-@pytest.fixture(params=FORWARDERS)
-def chain(tmp_path, request):
+def _chain(forwarder: str, *options: str):
     """client → relay A → proxy → relay B → broker (which advertises relay B): the relays
-    record each side of the proxy, and the proxy records to tmp_path/proxy.pcapng."""
+    record each side of the proxy."""
     relay_b = Relay()
     broker = Broker(advertised_port=relay_b.port)
     relay_b.upstream = ("127.0.0.1", broker.port)
-    proxy = ProxyProcess(
-        f"127.0.0.1:{relay_b.port}",
-        "--write",
-        str(tmp_path / "proxy.pcapng"),
-        "--forwarder",
-        request.param,
-    )
-    proxy.recording = tmp_path / "proxy.pcapng"
+    proxy = ProxyProcess(f"127.0.0.1:{relay_b.port}", "--forwarder", forwarder, *options)
     relay_a = Relay()
     relay_a.upstream = ("127.0.0.1", proxy.port)
     yield relay_a, proxy, relay_b
@@ -135,6 +127,21 @@ def chain(tmp_path, request):
     relay_a.close()
     relay_b.close()
     broker.stop()
+
+
+@pytest.fixture(params=FORWARDERS)
+def chain(tmp_path, request):
+    """`_chain`, the proxy recording to tmp_path/proxy.pcapng."""
+    recording = tmp_path / "proxy.pcapng"
+    for relay_a, proxy, relay_b in _chain(request.param, "--write", str(recording)):
+        proxy.recording = recording
+        yield relay_a, proxy, relay_b
+
+
+@pytest.fixture(params=FORWARDERS)
+def chain_small_display(request):
+    """`_chain`, the display's buffer far smaller than the answers (no recording)."""
+    yield from _chain(request.param, "--display-buffer", "256K")
 
 
 def endpoints(tree) -> list[tuple[int, str, int]]:
@@ -669,15 +676,13 @@ def test_the_java_client_through_the_proxy_byte_exact(chain):
     assert not [r for r in rows if r["problems"]]
 
 
-def test_answers_of_megabytes_pass_byte_exact_and_are_shown_and_recorded_whole(chain):
-    """Answers this large are read straight into their own buffers by the threads
-    forwarder (relay.rs's `read_in_place`) and pass on as they come: the client gets
-    them unchanged, and the display and the recording have them whole."""
+def _megabytes_through(relay_a: Relay, relay_b: Relay) -> None:
+    """Six records of 700 KiB produced and read back through relay A (Fetch answers of
+    megabytes): every record comes back, and every byte passed unchanged."""
     import random
 
     from kafka import KafkaProducer
 
-    relay_a, proxy, relay_b = chain
     bootstrap = f"127.0.0.1:{relay_a.port}"
     rng = random.Random(44)
     payloads = [rng.randbytes(700 << 10) for _ in range(6)]  # (not compressible)
@@ -687,8 +692,16 @@ def test_answers_of_megabytes_pass_byte_exact_and_are_shown_and_recorded_whole(c
     producer.flush()
     producer.close()
     assert sorted(read_big("megabytes-through-proxy", bootstrap)) == sorted(payloads)
-    rows, err = proxy.stop()
     assert assert_bytes_pass_unchanged(relay_a, relay_b) >= 1
+
+
+def test_answers_of_megabytes_pass_byte_exact_and_are_shown_and_recorded_whole(chain):
+    """Answers this large are read straight into their own buffers by the threads
+    forwarder (relay.rs's `read_in_place`) and pass on as they come: the client gets
+    them unchanged, and the display and the recording have them whole."""
+    relay_a, proxy, relay_b = chain
+    _megabytes_through(relay_a, relay_b)
+    rows, err = proxy.stop()
     large = [
         r
         for r in rows
@@ -700,6 +713,27 @@ def test_answers_of_megabytes_pass_byte_exact_and_are_shown_and_recorded_whole(c
     key = lambda r: (r["correlation_id"], r["size"])
     assert sorted(map(key, recorded_large)) == sorted(map(key, large))
     assert not [r for r in recorded if r["problems"]]
+    assert "Traceback" not in err
+
+
+def test_answers_of_megabytes_the_display_has_no_room_for_pass_byte_exact(chain_small_display):
+    """A Fetch answer is collected whole all the same, to check its leader hints for broker
+    addresses: with no room in the display's budget its buffer starts smaller than the
+    answer and grows as the bytes come (relay.rs's `Msg::in_place`). The client gets every
+    answer unchanged; the display leaves the answers out (or shows their first bytes,
+    saying why), never blaming their cut ends on the broker."""
+    relay_a, proxy, relay_b = chain_small_display
+    _megabytes_through(relay_a, relay_b)
+    answers = [f for c in relay_b.snapshot() for f in frames(bytes(c.to_client))]
+    assert [f for f in answers if len(f) > 2 << 20]  # (what this test is about)
+    rows, err = proxy.stop()
+    fetches = [r for r in rows if r["api_name"] == "Fetch"]
+    assert [r for r in fetches if r["direction"] == "request"]
+    assert not [r for r in fetches if r["direction"] == "response" and r["size"] > 2 << 20]
+    # an answer shown cut says why, and its end is not blamed on the broker
+    assert not [f for r in rows for f in r["findings"] if f["group"] == "malformed"]
+    cut = [r for r in fetches if r["status"].startswith("truncated: not shown")]
+    assert all(r["size"] < 2 << 20 for r in cut)
     assert "Traceback" not in err
 
 
