@@ -402,14 +402,14 @@ def _topics(bootstrap: str, *args: str, check: bool = True) -> None:
     )
 
 
-def _create(bootstrap: str, topic: str, rf: int, check: bool = True) -> None:
+def _create(bootstrap: str, topic: str, rf: int, check: bool = True, partitions: int = 3) -> None:
     _topics(
         bootstrap,
         "--create",
         "--topic",
         topic,
         "--partitions",
-        "3",
+        str(partitions),
         "--replication-factor",
         str(rf),
         check=check,
@@ -555,6 +555,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=6)  # (even: see _order)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument(
+        "--partitions",
+        type=int,
+        default=3,
+        help="of each topic produced and consumed (more per node: larger Fetch answers, "
+        "up to 1 MiB per partition)",
+    )
     ap.add_argument("--clients", default="java,rdkafka")
     ap.add_argument(
         "--only",
@@ -678,7 +685,7 @@ def main() -> None:
             produce, consume = CLIENTS[client]
             if args.only == "consume":  # one topic, produced once, read by every run
                 shared = f"{client}-consumed"
-                _create(cluster.bootstrap(), shared, rf)
+                _create(cluster.bootstrap(), shared, rf, partitions=args.partitions)
                 produce(cluster.bootstrap(), shared, args.records, args.size)
             arms = ("direct", *(("proxy",) if not args.relay_only else ()))
             arms += ("old",) * (old is not None) + ("forwarding",) * args.forwarding_only
@@ -691,7 +698,7 @@ def main() -> None:
                     if args.only == "consume":
                         topic = shared
                     else:
-                        _create(cluster.bootstrap(), topic, rf)
+                        _create(cluster.bootstrap(), topic, rf, partitions=args.partitions)
                     bootstrap = cluster.bootstrap()
                     if where != "direct":  # forwarding: the proxy with its display stopped
                         bootstrap = (
@@ -783,7 +790,8 @@ def main() -> None:
             old = None
         print(
             f"\n{args.nodes} Apache Kafka node(s), {args.records:,} records of "
-            f"{args.size} B per run, {args.repeats} rounds per client"
+            f"{args.size} B per run in topics of {args.partitions} partitions, "
+            f"{args.repeats} rounds per client"
         )
 
         def medians(table: dict, form: str, unit: str) -> None:

@@ -2,7 +2,7 @@
 ``_native.Relay``), over real loopback sockets, as the proxy uses it: a client's
 requests one way, a broker's answers the other, each written in pieces cut anywhere,
 with messages of every size around the relay's thresholds (64 KiB: read in place and
-lent to Python; the size cap), answers held whole to be rewritten (Metadata) or but
+lent to Python; the size cap; past 1 MiB: a body grown as its bytes come), answers held whole to be rewritten (Metadata) or but
 their tail (Fetch v16), small display budgets, recordings, and damage: a size no broker
 sends, a stream that ends inside a message, a TLS handshake, a client that leaves.
 
@@ -93,7 +93,9 @@ def _size(rng: random.Random, cap: int) -> int:
         return rng.randrange(LARGE - 16, LARGE + 16)
     if pick < 0.85:
         return rng.randrange(LARGE, 400_000)
-    near = min(cap, 1 << 20)  # (the cap itself when it is 1 MiB: just under and at it)
+    # the cap itself when it is 1 MiB (just under and at it); under a larger cap, beyond
+    # the 1 MiB a body collected without room starts at (it grows as its bytes come)
+    near = cap if cap <= 1 << 20 else (2 << 20) + 3
     return rng.randrange(near - 8, near + 1)
 
 
