@@ -2,9 +2,10 @@
 ``_native.Relay``), over real loopback sockets, as the proxy uses it: a client's
 requests one way, a broker's answers the other, each written in pieces cut anywhere,
 with messages of every size around the relay's thresholds (64 KiB: read in place and
-lent to Python; the size cap; past 1 MiB: a body grown as its bytes come), answers held whole to be rewritten (Metadata) or but
-their tail (Fetch v16), small display budgets, recordings, and damage: a size no broker
-sends, a stream that ends inside a message, a TLS handshake, a client that leaves.
+lent to Python; the size cap; past 1 MiB: a body grown as its bytes come), answers held
+whole to be rewritten (Metadata) or but their tail (Fetch v16), small display budgets,
+recordings, and damage: a size no broker sends, a stream that ends inside a message, a
+TLS handshake, a client that leaves.
 
 What must hold (``check``):
 
