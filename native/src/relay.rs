@@ -342,31 +342,35 @@ impl Msg {
     /// the read buffer), if any: it is collected whole and much of it remains. Never its
     /// last byte: that comes through `Side::feed`, which queues the message whole before
     /// passing its end on (a request is paired before the broker can answer it).
-    ///
-    /// A body begun smaller than the message (collected to be rewritten without room in
-    /// the budget: its size prefix alone must not make us take its size) grows here as
-    /// its bytes come, doubling (to all of its size when at most IN_PLACE_AT would be
-    /// left), never past its size nor much past twice what came. It was read through the
-    /// read buffer and grown by `extend_from_slice`, two copies of every byte (measured
-    /// on 3 MB Fetch answers while the display was behind: a sixth of the relay thread's
-    /// time).
     fn in_place(&mut self) -> Option<usize> {
         let rest = self.size - self.got;
         if !self.whole || rest <= IN_PLACE_AT {
             return None;
         }
-        if self.body.len() == self.body.capacity() {
-            let step = self.body.len().max(IN_PLACE_AT);
-            // (all of the rest when what would be left is read through `feed`: its growth
-            // would copy the body once more for the last few bytes)
-            self.body
-                .reserve_exact(if rest - step.min(rest) <= IN_PLACE_AT {
-                    rest
-                } else {
-                    step
-                });
-        }
+        self.make_room(1);
         Some(rest - 1)
+    }
+
+    /// Room in its body (collected whole) for `k` more bytes. A body begun smaller than
+    /// the message (collected to be rewritten without room in the budget: its size prefix
+    /// alone must not make us take its size) grows as its bytes come, doubling, never past
+    /// its size, and to all of it when at most IN_PLACE_AT would be left (those bytes come
+    /// through `feed`, whose growth would copy the body once more). Before, such a body
+    /// was read through the read buffer and grown by `extend_from_slice`, two copies of
+    /// every byte (measured on 3 MB Fetch answers while the display was behind: a sixth
+    /// of the relay thread's time).
+    fn make_room(&mut self, k: usize) {
+        let len = self.body.len();
+        if self.body.capacity() - len >= k {
+            return;
+        }
+        let rest = self.size - len;
+        let step = k.max(len).max(IN_PLACE_AT).min(rest);
+        self.body.reserve_exact(if rest - step <= IN_PLACE_AT {
+            rest
+        } else {
+            step
+        });
     }
 }
 
@@ -628,12 +632,7 @@ impl<'a> Side<'a> {
                 let k = (m.size - m.got).min(n - i);
                 let piece = &chunk[i..i + k];
                 if m.whole {
-                    let room = m.body.capacity() - m.body.len();
-                    if room < k {
-                        // doubling as in `Msg::in_place`, never past the message's size
-                        m.body
-                            .reserve_exact(k.max(m.body.len()).min(m.size - m.body.len()));
-                    }
+                    m.make_room(k);
                     m.body.extend_from_slice(piece);
                 } else if m.body.len() < HEAD_KEPT {
                     let keep = (HEAD_KEPT - m.body.len()).min(k);
