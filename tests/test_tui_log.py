@@ -128,6 +128,7 @@ def test_the_hex_cursor_selects_fields_inside_a_compressed_batch(tmp_path):
 
 
 def test_on_a_terminal_log_opens_the_tui_and_a_missing_path_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr("kdissect.cli.common.tui_refused", lambda: None)  # (a terminal)
     res = CliRunner().invoke(main, ["log", str(tmp_path / "nope"), "--tui"])
     assert res.exit_code == 1 and "no such file or directory" in res.output
     opened = []

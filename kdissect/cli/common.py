@@ -343,6 +343,32 @@ def _traffic_options(filter_text, show_secrets, max_decompressed, ports):
     return display_filter, options, DEFAULT_PORTS | _ports(ports)
 
 
+def tui_refused() -> str | None:
+    """Why the terminal UI cannot open here (None: it can). Textual reads keys from
+    standard input and draws on standard error; opened with --tui on standard input
+    /dev/null, it spun a core for good, deaf to Ctrl-C and SIGTERM."""
+    missing = [
+        name
+        for name, stream in (("standard input", sys.stdin), ("standard error", sys.stderr))
+        if stream is None or not stream.isatty()
+    ]
+    if not missing:
+        return None
+    return (
+        "the terminal UI needs a terminal: it reads keys from standard input and draws "
+        f"on standard error, and {' and '.join(missing)} "
+        f"{'is' if len(missing) == 1 else 'are'} not one here; leave out --tui to print "
+        "lines instead (--format text, jsonl...)"
+    )
+
+
+def need_terminal_for_tui() -> None:
+    """A clear error, before anything starts, where the terminal UI cannot open."""
+    why = tui_refused()
+    if why is not None:
+        raise click.ClickException(why)
+
+
 def _run_tui(
     load,
     options: Options,
@@ -353,6 +379,8 @@ def _run_tui(
     keys=None,
 ) -> None:
     from ..tui.app import KdissectApp
+
+    need_terminal_for_tui()
 
     # a source the user stops (live, proxy) runs until then: the TUI shows it as live
     app = KdissectApp(load, options, title=title, stop=stop, keys=keys, live=stop is not None)

@@ -21,7 +21,7 @@ from ..sources.logunits import LogDir, walk
 from ..stream.engine import Engine
 from ..stream.filter_values import OneRecord, asks_records
 from ..stream.sink import ItemSink
-from .common import budget, check_views, format_choices, on_terminal
+from .common import budget, check_views, format_choices, need_terminal_for_tui, on_terminal
 from .group import SUMMARIES, main
 from .values_opts import value_options
 
@@ -172,6 +172,7 @@ def log(
         if missing:
             click.echo(f"kdissect log: {missing[0]}: no such file or directory", err=True)
             sys.exit(1)
+        need_terminal_for_tui()
         LogApp(list(paths), options, filter_text or "").run()
         return
     _say_read_beside(paths)

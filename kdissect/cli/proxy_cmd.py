@@ -19,6 +19,7 @@ from .common import (
     _traffic_options,
     check_views,
     display_options,
+    need_terminal_for_tui,
     on_terminal,
     prompt_stdout,
     secret_options,
@@ -313,6 +314,8 @@ def proxy(
     display_filter, options, _ = _traffic_options(filter_text, show_secrets, max_decompressed, ())
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     interactive = on_terminal(fmt, verbose)
+    if tui:  # (before the forwarder starts: nothing to stop)
+        need_terminal_for_tui()
     tls = bool(upstream_tls or ca_file or insecure or tls_cert or tls_key)
     if forwarder_kind == "threads" and tls:
         raise click.UsageError(
