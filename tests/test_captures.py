@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -333,6 +334,38 @@ def test_json_lines_do_not_blame_the_broker_for_the_end_a_capture_cut(tmp_path):
         ex, m = by_index[r["index"]]
         said = sorted(f.code for f in ex.findings if f.where.startswith(m.direction))
         assert sorted(f["code"] for f in r["findings"]) == said == ["message_truncated"]
+
+
+@pytest.mark.parametrize("keep", [14, 12])
+def test_a_request_the_capture_ends_inside_its_header_is_named_and_dated(tmp_path, keep):
+    """A capture that ends (or a client that resets) inside a request's header: the
+    request is named by the bytes that came (API, version, and with 8 of them its
+    correlation id) and dated by its packet, not 1970-01-01 and frame 0; only the cut is
+    said (message_truncated), no malformed header."""
+    from scapy.utils import PcapReader
+
+    from tests.support.pcap_edit import ended_inside_first_request, rewrite
+
+    src = CAPTURES / "kafka-clients.pcap"
+    exchanges, _, _ = dissect(src)
+    first = next(ex.request for ex in exchanges if ex.request is not None)
+    cut_number = []
+
+    def cut(packets):
+        kept, number = ended_inside_first_request(packets, 57019, keep)
+        cut_number.append(number)
+        return kept
+
+    edited = rewrite(src, tmp_path / "cut.pcap", cut)
+    when = float(list(PcapReader(str(edited)))[-1].time)
+    res = kdissect_text("pcap", str(edited), "--format", "jsonl", "-p", "57019")
+    assert res.returncode == 0, res.stderr
+    (row,) = [json.loads(line) for line in res.stdout.splitlines()]
+    assert (row["api_key"], row["api_version"]) == (first.api_key, first.api_version)
+    assert row["correlation_id"] == first.correlation_id and row["api_name"] != "Unknown"
+    assert row["frame"] == cut_number[0] and row["status"].startswith("truncated")
+    assert abs(datetime.fromisoformat(row["ts"].replace("Z", "+00:00")).timestamp() - when) < 1e-3
+    assert [f["code"] for f in row["findings"]] == ["message_truncated"]
 
 
 def test_cli_on_a_capture_and_on_bad_files(tmp_path):

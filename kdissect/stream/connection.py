@@ -25,6 +25,8 @@ from .model import Exchange, Gap, KafkaMessage
 MAX_EARLY = 256  # responses held while waiting for a request seen out of order
 EARLY_WAIT = 1.0  # seconds such a response waits before it is called an orphan
 _SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")  # a request header's API key and version
+_CORRELATION = struct.Struct(">i")
 # arrivals an answering framer in doubt keeps before it drops those wholly before the
 # bytes it holds (_Answers.arrive: a search over many chunks keeps only what it can use)
 _ARRIVALS_KEPT = 64
@@ -192,6 +194,7 @@ class KafkaConnection:
         "tls",
         "response_gap",
         "last_ts",
+        "held_at",
         "opened",
         "side_by",
         "doubt",
@@ -237,6 +240,10 @@ class KafkaConnection:
         # complete before then may be lost in it
         self.response_gap = float("-inf")
         self.last_ts = 0.0
+        # per side, (ts, frame) of the bytes a message begun but unfinished last got: a
+        # message the capture (or the memory budget) cuts is dated by them, not by the
+        # connection's last whole message (none: it read 1970-01-01, frame 0)
+        self.held_at: list[tuple[float, int] | None] = [None, None]
         # the requests the compiled reassembler's pass paired (``passing``), oldest
         # first, each as the correlator keeps it; None: not passed there
         self.queue: list[tuple[KafkaMessage, list[Finding], int]] | None = None
@@ -264,11 +271,14 @@ class KafkaConnection:
             self.answers.arrive(framer, offset, ts)
         for f in framer.feed(payload, offset):
             self._message(side, f, ts, frame)
+        held = framer.pending
+        if held:
+            self.held_at[side] = (ts, frame)
         if framer.unread:
             self._unread(side, ts, frame)
         budget = self.budget
         # (most chunks end at a message's end: nothing held, nothing charged before)
-        if budget is not None and (framer.pending or budget.holds(framer)):
+        if budget is not None and (held or budget.holds(framer)):
             self._charge(side)
 
     def _whole(
@@ -443,7 +453,7 @@ class KafkaConnection:
     def _give_up(self, side: int) -> None:
         f = self.framers[side].give_up()
         if f is not None:
-            self._message(side, f, self.last_ts, 0)
+            self._message(side, f, *self._last_bytes(side))
 
     def gap(self, side: int, offset: int, length: int, ts: float, frame: int) -> None:
         self._emit_gap(side, offset, length, frame, ts)
@@ -470,6 +480,10 @@ class KafkaConnection:
             self._emit_gap(side, offset, length, frame, ts, unread=True)
         framer.unread.clear()
 
+    def _last_bytes(self, side: int) -> tuple[float, int]:
+        """(ts, frame) of the last bytes of the message ``side`` holds unfinished."""
+        return self.held_at[side] or (self.last_ts, 0)
+
     def close(self) -> None:
         if self.queue is not None:  # (the pass hands a connection back before its close)
             self.pass_back(-1, -1)
@@ -478,7 +492,7 @@ class KafkaConnection:
             if budget is not None:
                 budget.drop(framer)
             for f in framer.close():
-                self._message(side, f, self.last_ts, 0)
+                self._message(side, f, *self._last_bytes(side))
             if framer.unread:
                 self._unread(side, self.last_ts, 0)
         if self.early:
@@ -593,6 +607,9 @@ class KafkaConnection:
 
     def _request(self, msg: KafkaMessage, findings: list[Finding]) -> None:
         head = request_head(msg.data)
+        if head is None and msg.status.startswith("truncated"):
+            self._cut_head(msg, findings)
+            return
         if head is None:
             msg.status = "malformed header"
             findings.append(Finding("malformed_header", "", "request"))
@@ -610,6 +627,18 @@ class KafkaConnection:
                 self._early(corr)
             return
         self._pend(corr, (msg, findings, seq), acks != 0)
+
+    def _cut_head(self, msg: KafkaMessage, findings: list[Finding]) -> None:
+        """A request cut inside its header (a client that reset mid-request, a capture
+        that ended): named by what arrived (API key, version, correlation id) and shown
+        on its own; not malformed, the cut explains it, and the broker never had it
+        whole, so no answer is awaited."""
+        data = msg.data
+        if len(data) >= 4:
+            msg.api_key, msg.api_version = _KEY_VERSION.unpack_from(data)
+        if len(data) >= 8:
+            msg.correlation_id = _CORRELATION.unpack_from(data, 4)[0]
+        self._emit(msg, None, self._next_seq(), findings)
 
     def _pend(
         self, corr: int, item: tuple[KafkaMessage, list[Finding], int], expects: bool

@@ -139,3 +139,22 @@ def copies_swapped(packets: list) -> tuple[list, int]:
             out.insert(out.index(first[key]), p)
             moved += 1
     return out, moved
+
+
+def ended_inside_first_request(packets: list, broker_port: int, keep: int) -> tuple[list, int]:
+    """The capture as if it ended ``keep`` bytes into the first request to
+    ``broker_port`` (a client that reset mid-request, or tcpdump stopped): the packets
+    before it, then its first ``keep`` bytes. Returns the packets and the cut packet's
+    number (1-based, as tshark counts)."""
+    from scapy.packet import Raw
+
+    for n, p in enumerate(packets):
+        t = _tcp(p)
+        if t is not None and t.dport == broker_port and Raw in p:
+            p[Raw].load = bytes(p[Raw].load)[:keep]
+            del t.chksum
+            if hasattr(p.payload, "len"):
+                del p.payload.len
+                del p.payload.chksum
+            return packets[: n + 1], n + 1
+    raise ValueError(f"no request to port {broker_port}")
