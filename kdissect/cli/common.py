@@ -411,11 +411,22 @@ def _progress(reader, path: str, err: Console):
         yield from tracked(reader, path, lambda done, total: bar.update(task, completed=done))
 
 
-def _host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
+def _host_port(
+    text: str,
+    default_port: int | None = None,
+    option: str | None = None,
+    local: bool = False,
+) -> tuple[str, int]:
+    """(host, port) of ``text``: HOST:PORT, or HOST alone with ``default_port``, or
+    (``local``: an address of the proxy's own) a bare PORT on 127.0.0.1."""
+    if local and text.strip().isdigit():
+        text = f"127.0.0.1:{text.strip()}"
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = text, str(default_port or "")
     host = host.strip("[]")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise click.BadParameter(f"{text!r} is not HOST:PORT")
+        raise click.BadParameter(
+            f"{text!r} is not HOST:PORT (a port 1-65535, e.g. 127.0.0.1:9092)", param_hint=option
+        )
     return host, int(port)

@@ -99,7 +99,8 @@ def _yield_cpu() -> None:
     default="127.0.0.1:9092",
     show_default=True,
     metavar="HOST:PORT",
-    help="Where clients connect (the address to give them as bootstrap).",
+    help="Where clients connect (the address to give them as bootstrap); a bare PORT "
+    "means 127.0.0.1:PORT.",
 )
 @click.option(
     "--broker-ports",
@@ -211,7 +212,8 @@ def _yield_cpu() -> None:
     "--metrics",
     "metrics_at",
     metavar="HOST:PORT",
-    help="Serve Prometheus metrics at http://HOST:PORT/metrics: bytes, requests "
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (a bare PORT: on "
+    "127.0.0.1): bytes, requests "
     "and responses, broker latency histograms, top-level error codes and "
     "rewritten answers per API, exchanges the display did not show, "
     "connections refused or closed idle.",
@@ -290,7 +292,9 @@ def proxy(
     from ..render.printer import ExchangePrinter
     from ..stream.engine import Engine
 
-    upstreams = [_host_port(u.strip(), 9092) for u in upstream.split(",") if u.strip()]
+    upstreams = [
+        _host_port(u.strip(), 9092, "--upstream") for u in upstream.split(",") if u.strip()
+    ]
     if not upstreams:
         raise click.BadParameter("give at least one HOST:PORT", param_hint="--upstream")
     upstream_map = {}
@@ -298,9 +302,9 @@ def proxy(
         advertised, sep, real = m.partition("=")
         if not sep:
             raise click.BadParameter(f"{m!r} is not ADVERTISED=HOST:PORT", param_hint="--map")
-        upstream_map[_host_port(advertised)] = _host_port(real)
-    host, port = _host_port(listen)
-    metrics_addr = _host_port(metrics_at) if metrics_at else None
+        upstream_map[_host_port(advertised, None, "--map")] = _host_port(real, None, "--map")
+    host, port = _host_port(listen, None, "--listen", local=True)
+    metrics_addr = _host_port(metrics_at, None, "--metrics", local=True) if metrics_at else None
     if metrics_addr is not None:
         try:
             import prometheus_client  # noqa: F401
@@ -434,10 +438,15 @@ def proxy(
         forwarder.join()
         if signals:  # stopped while starting: nothing to say
             return
-        raise click.ClickException(f"cannot start the proxy on {listen}: {forwarder.error}")
+        error = str(forwarder.error)
+        if error.startswith("cannot serve metrics"):  # (the listener was free)
+            raise click.ClickException(f"{error}; give --metrics a free HOST:PORT")
+        hint = "; give --listen a free HOST:PORT" if "in use" in error else ""
+        raise click.ClickException(f"cannot start the proxy on {listen}: {error}{hint}")
     bound, loop_name, scheduling = ready.rsplit("|", 2)
     listening = (
-        f"listening on {bound} for Kafka clients; brokers: {upstream} "
+        f"listening on {bound} for Kafka clients; brokers: "
+        f"{','.join(f'[{h}]:{p}' if ':' in h else f'{h}:{p}' for h, p in upstreams)} "
         f"({loop_name}, forwarding at {scheduling}"
         + (", a thread per direction)" if forwarder_kind == "threads" else ")")
     )
