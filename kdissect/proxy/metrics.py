@@ -185,7 +185,8 @@ class Metrics:
     def summary(self) -> str:
         t = self.total()
         text = (
-            f"{self.connections} connections, {t.requests} requests, "
+            f"{self.connections} connection{'s' * (self.connections != 1)}, "
+            f"{t.requests} request{'s' * (t.requests != 1)}, "
             f"{_size(t.bytes_to_broker)} to brokers, {_size(t.bytes_to_client)} to clients, "
             f"{t.rewritten} responses rewritten"
         )
