@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -90,3 +91,62 @@ def test_bare_ports_are_local_and_the_banner_names_the_brokers_port():
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=30)
     assert f"listening on 127.0.0.1:{listen} for Kafka clients; brokers: 127.0.0.1:9092 " in err
+
+
+def _lines_until(
+    p: subprocess.Popen, wanted: str, timeout: float = 30
+) -> tuple[list[str], threading.Thread]:
+    """stderr's lines, as they come, once one holds ``wanted`` (or ``timeout`` passed);
+    and the thread that reads them to the end (joined once ``p`` has ended)."""
+    got: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        assert p.stderr is not None
+        for line in p.stderr:
+            got.append(line)
+            if wanted in line:
+                done.set()
+        done.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    done.wait(timeout)
+    return got, reader
+
+
+def _stop(p: subprocess.Popen, reader: threading.Thread) -> None:
+    p.send_signal(signal.SIGINT)
+    p.wait(30)
+    reader.join(30)
+    assert p.stderr is not None and p.stdout is not None
+    p.stderr.close()
+    p.stdout.close()
+
+
+def test_an_upstream_nobody_answers_is_said_at_start_not_first_at_a_client():
+    dead = free_port()
+    p = _proxy("--upstream", f"127.0.0.1:{dead}", "--listen", str(free_port()))
+    lines, reader = _lines_until(p, "no --upstream broker answers")
+    _stop(p, reader)
+    said = [line for line in lines if "no --upstream broker answers" in line]
+    assert said and f"127.0.0.1:{dead} (Connection refused)" in said[0]
+    assert "clients are closed (so that they retry) until one does" in said[0]
+
+
+def test_an_upstream_that_answers_is_not_warned_about():
+    with socket.socket() as broker:  # (reachability is all the start looks at)
+        broker.bind(("127.0.0.1", 0))
+        broker.listen()
+        p = _proxy(
+            "--upstream", f"127.0.0.1:{broker.getsockname()[1]}", "--listen", str(free_port())
+        )
+        lines, reader = _lines_until(p, "listening on")
+        try:
+            broker.settimeout(30)
+            broker.accept()[0].close()  # the start's look came...
+            time.sleep(0.5)  # ...and its answer was taken
+        finally:
+            _stop(p, reader)
+    assert any("listening on" in line for line in lines), lines
+    assert "no --upstream broker answers" not in "".join(lines)

@@ -167,6 +167,12 @@ def _fatal(write_fd: int, text: str) -> None:
     os.close(write_fd)
 
 
+async def _say_unreachable(proxy, feed: FeedWriter) -> None:
+    why = await proxy.unreachable()
+    if why is not None:
+        feed.note(why)
+
+
 async def _serve(
     make_proxy, write_fd: int, budget: int, running: str, metrics_at, shared: DisplayShared
 ) -> int:
@@ -222,7 +228,9 @@ async def _serve(
     gc.collect()
     gc.freeze()
     feed.note(f"{proxy.host}:{proxy.bootstrap_port}|{running}", READY)
+    probe = loop.create_task(_say_unreachable(proxy, feed))
     await stop.wait()
+    probe.cancel()
     # the repeats' last counts are final counters too: said here, as the summary below
     # (through the channel they were lost whenever the display was given up on)
     proxy.repeated.emit = lambda text: print(f"proxy: {text}", file=sys.stderr, flush=True)

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .threaded import ThreadForwarder
 
 CONNECT_TIMEOUT = 10
+PROBE_TIMEOUT = 5.0  # seconds the start's look at each upstream waits
 READ_SIZE = 1 << 18  # bytes taken from a socket at a time
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
@@ -424,6 +425,28 @@ class Proxy:
             f"client's connection so it retries",
         )
         return None
+
+    async def unreachable(self) -> str | None:
+        """Why no --upstream broker answers a TCP connect (each tried at once), or None
+        when one does: told at start, not first when a client connects and is closed."""
+
+        async def reach(host: str, port: int) -> str | None:
+            try:
+                _, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port), PROBE_TIMEOUT
+                )
+            except (OSError, asyncio.TimeoutError) as e:
+                return f"{host}:{port} ({getattr(e, 'strerror', None) or e or 'timed out'})"
+            writer.close()
+            return None
+
+        failures = await asyncio.gather(*(reach(h, p) for h, p in self.upstreams))
+        if not all(failures):
+            return None
+        return (
+            f"no --upstream broker answers: {', '.join(f for f in failures if f)}; "
+            f"clients are closed (so that they retry) until one does"
+        )
 
     def admit(self, who: str) -> bool:
         """Whether one more client connection may open (--max-connections); a refused
