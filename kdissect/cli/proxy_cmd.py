@@ -289,6 +289,7 @@ def proxy(
     from ..proxy import process
     from ..proxy.display import FeedDisplay
     from ..proxy.server import Proxy
+    from ..render.lines import endpoint
     from ..render.printer import ExchangePrinter
     from ..stream.engine import Engine
 
@@ -446,7 +447,7 @@ def proxy(
     bound, loop_name, scheduling = ready.rsplit("|", 2)
     listening = (
         f"listening on {bound} for Kafka clients; brokers: "
-        f"{','.join(f'[{h}]:{p}' if ':' in h else f'{h}:{p}' for h, p in upstreams)} "
+        f"{','.join(map(endpoint, upstreams))} "
         f"({loop_name}, forwarding at {scheduling}"
         + (", a thread per direction)" if forwarder_kind == "threads" else ")")
     )

@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..render.lines import endpoint
 from .palette import CURSOR_CSS
 
 BOOKMARK = "★"
@@ -100,9 +101,7 @@ def abbreviate(text: Text, width: int) -> Text:
 def compact_endpoints(view) -> str:
     """The client's port and the broker in full (``:41234→127.1.0.2:9092``): which
     broker matters more than which client host."""
-    host, port = view.ex.broker[0], view.ex.broker[1]
-    broker = f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-    return f":{view.ex.client[1]}→{broker}"
+    return f":{view.ex.client[1]}→{endpoint((str(view.ex.broker[0]), view.ex.broker[1]))}"
 
 
 @functools.lru_cache(maxsize=64)  # asked twice per line drawn
